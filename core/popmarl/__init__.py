@@ -1,0 +1,92 @@
+"""popmarl: population-based multi-agent reinforcement learning.
+
+Re-exports the interfaces, :data:`hookimpl`, the registries (``popmarl.solvers``,
+``popmarl.algorithms``, ...), :func:`load_config`, :func:`run` and the error classes.
+Importing popmarl imports no heavy library; registries load components only on demand.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from popmarl.agent import AgentInterface
+from popmarl.algorithm import Algorithm, BestResponseProblem, PolicySpace
+from popmarl.backend import Backend
+from popmarl.component import Component
+from popmarl.env import Env, ExactEnv, Step, VectorEnv
+from popmarl.errors import (
+    CheckpointError,
+    ConfigError,
+    PluginError,
+    PopmarlError,
+    ResumeError,
+    UnknownComponentError,
+    UserError,
+)
+from popmarl.hookspec import hookimpl
+from popmarl.policy import ExplicitPolicy, Policy
+from popmarl.records import (
+    EvalResult,
+    EvalTask,
+    Episode,
+    Observations,
+    Opponents,
+    PolicySpec,
+    RunInfo,
+    TrainBudget,
+    TrainResult,
+    TrainTask,
+)
+from popmarl.registry import KINDS, Registry
+from popmarl.rollout import RolloutWorker
+from popmarl.scenario import RunContext, Scenario
+from popmarl.solver import MetaSolver, SolverResult
+from popmarl.spaces import Box, Discrete
+from popmarl.tracker import Tracker
+from popmarl.trainer import Trainer
+
+if TYPE_CHECKING:
+    from popmarl.config import RunConfig
+
+__version__ = "0.1.0"
+
+scenarios: Registry
+algorithms: Registry
+envs: Registry
+solvers: Registry
+backends: Registry
+trackers: Registry
+
+
+def __getattr__(name: str) -> Any:
+    """Build a registry from its entry points the first time it is asked for."""
+    if name in KINDS:
+        registry = Registry.from_entry_points(name)
+        globals()[name] = registry
+        return registry
+    raise AttributeError(f"module 'popmarl' has no attribute {name!r}")
+
+
+def load_config(path: str, overrides: list[str] | tuple[str, ...] = ()) -> RunConfig:
+    """Read and validate a YAML run config (see DESIGN §5)."""
+    from popmarl.config import load_config as _load
+
+    return _load(path, overrides)
+
+
+def run(config: RunConfig, out: str | None = None, *, resume: str | None = None) -> dict[str, Any]:
+    """Run (or, with ``resume``, continue) a config; return the summary."""
+    from popmarl.runner import run as _run
+
+    return _run(config, out=out, resume=resume)
+
+
+__all__ = [
+    "AgentInterface", "Algorithm", "Backend", "BestResponseProblem", "Box", "CheckpointError", "Component",
+    "ConfigError", "Discrete", "Env", "Episode", "EvalResult", "EvalTask", "ExactEnv", "ExplicitPolicy",
+    "MetaSolver", "Observations", "Opponents", "PluginError", "Policy", "PolicySpace", "PolicySpec",
+    "PopmarlError", "Registry", "ResumeError", "RolloutWorker", "RunContext", "RunInfo", "Scenario",
+    "SolverResult", "Step", "Tracker", "TrainBudget", "TrainResult", "TrainTask", "Trainer",
+    "UnknownComponentError", "UserError", "VectorEnv", "algorithms", "backends", "envs", "hookimpl",
+    "load_config", "run", "scenarios", "solvers", "trackers",
+]

@@ -1,0 +1,62 @@
+"""The Algorithm interface: makes policies for one population and improves them.
+
+An algorithm is either an exact oracle (override :meth:`Algorithm.best_response`) or a
+learner (override :meth:`Algorithm.make_trainer`; the rollout engine trains the policy
+against opponents drawn from the meta-strategy). One that does neither, like ``random``,
+adds its fresh policy unchanged.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+
+import attrs
+import numpy as np
+
+from popmarl.component import Component
+from popmarl.env import Env, MixedProfile
+from popmarl.policy import Policy
+from popmarl.spaces import Space
+from popmarl.trainer import Trainer
+
+
+@attrs.frozen(kw_only=True)
+class PolicySpace:
+    """What a population's policies see and do: its agents share these spaces."""
+
+    population: str
+    agents: tuple[str, ...]
+    observation_space: Space
+    action_space: Space
+
+
+@attrs.frozen(kw_only=True)
+class BestResponseProblem:
+    """Best-respond, in the seats ``space.agents``, to ``opponents``: per agent (seat), the
+    mixture of frozen policies of the population mapped to it."""
+
+    env: Env
+    space: PolicySpace
+    opponents: MixedProfile
+    seed: int
+
+
+class Algorithm(Component):
+    """Policies and their improvement for one population."""
+
+    @abstractmethod
+    def make_policy(self, *, space: PolicySpace, seed: int) -> Policy:
+        """A fresh policy (also the population's initial policy), deterministic in ``seed``."""
+
+    def best_response(self, problem: BestResponseProblem) -> Policy | None:
+        """An exact oracle's answer; ``None`` (the default) means: train with a Trainer."""
+        return None
+
+    def make_trainer(self, *, policy: Policy, space: PolicySpace, seed: int) -> Trainer | None:
+        """The trainer that improves ``policy``; ``None`` (the default): no training."""
+        return None
+
+
+def seed_rng(seed: int) -> np.random.Generator:
+    """The generator every component derives from an integer seed."""
+    return np.random.default_rng(seed)

@@ -1,0 +1,63 @@
+"""The Backend interface: where the tasks a scenario emits are executed."""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from collections.abc import Mapping, Sequence
+
+import attrs
+
+from popmarl.algorithm import Algorithm, PolicySpace
+from popmarl.component import Component
+from popmarl.env import Env
+from popmarl.population import AgentMapping
+from popmarl.records import EvalResult, EvalTask, TrainResult, TrainTask, Weights
+
+
+@attrs.frozen(kw_only=True)
+class RunSetup:
+    """Everything a backend needs to rebuild the run's components in another process:
+    component names and params, not live objects."""
+
+    env_name: str
+    env_params: Mapping[str, object]
+    algorithm_name: str
+    algorithm_params: Mapping[str, object]
+    mapping: AgentMapping
+    spaces: Mapping[str, PolicySpace]
+    seed: int
+    num_envs: int = 64
+    exact_evaluation: str = "auto"
+
+
+@attrs.frozen(kw_only=True)
+class Components:
+    """The live env and algorithm of a run (built by :func:`popmarl.build.components`)."""
+
+    env: Env
+    algorithm: Algorithm
+
+
+class Backend(Component):
+    """Executes train and evaluate tasks. ``local`` runs them in-process; others may run
+    them on workers. Policies are addressed by id; their weights are pushed with
+    :meth:`add_policy` once, when frozen."""
+
+    @abstractmethod
+    def start(self, setup: RunSetup, components: Components) -> None:
+        """Prepare workers for a run (called once per run, before any task)."""
+
+    @abstractmethod
+    def add_policy(self, policy_id: str, weights: Weights) -> None:
+        """Make a frozen policy available to every worker."""
+
+    @abstractmethod
+    def train(self, tasks: Sequence[TrainTask]) -> list[TrainResult]:
+        """Run the oracle of each task (one per population in an iteration)."""
+
+    @abstractmethod
+    def evaluate(self, tasks: Sequence[EvalTask]) -> list[EvalResult]:
+        """Estimate the payoff-table entries of ``tasks`` (exactly where the env allows)."""
+
+    def close(self) -> None:
+        """Release workers."""

@@ -1,0 +1,1 @@
+"""Core builtin components, registered through core's own entry points."""

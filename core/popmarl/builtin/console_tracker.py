@@ -1,0 +1,90 @@
+"""Tracker ``console``: a live progress display of the run.
+
+On a terminal: a live panel (iteration, population sizes, NashConv, env steps/s,
+elapsed) redrawn each iteration. Elsewhere (logs, CI): one plain line per iteration.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+from popmarl.hookspec import hookimpl
+from popmarl.records import RunInfo
+from popmarl.tracker import Tracker
+
+
+@attrs.frozen(kw_only=True)
+class ConsoleConfig:
+    """``live``: redraw in place on a terminal; ``stream``: stdout or stderr."""
+
+    live: bool = True
+    stream: str = attrs.field(default="stdout", validator=attrs.validators.in_(("stdout", "stderr")))
+
+
+def _fmt(value: Any, spec: str = ".6f") -> str:
+    return "–" if value is None else format(value, spec)
+
+
+class ConsoleTracker(Tracker):
+    """Shows progress as the run goes, then the final summary."""
+
+    Config = ConsoleConfig
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        stream = sys.stdout if self.config.stream == "stdout" else sys.stderr
+        self.console = Console(file=stream, highlight=False)
+        self._live: Live | None = None
+        self._history: list[Mapping[str, Any]] = []
+
+    @hookimpl
+    def popmarl_run_start(self, run: RunInfo) -> None:
+        self._start = time.monotonic()
+        self._max = run.config.get("stopping", {}).get("max_iterations")
+        verb = "resuming" if run.resumed else "starting"
+        self.console.print(f"popmarl: {verb} {run.scenario} in {run.run_dir} (seed {run.seed})")
+        if self.config.live and self.console.is_terminal:
+            self._live = Live(self._table(), console=self.console, refresh_per_second=4)
+            self._live.start()
+
+    def _table(self) -> Table:
+        table = Table(title="popmarl", expand=False)
+        for column in ("iteration", "populations", "nash_conv", "steps/s", "elapsed"):
+            table.add_column(column, justify="right")
+        for m in self._history[-12:]:
+            table.add_row(*self._cells(m))
+        return table
+
+    def _cells(self, m: Mapping[str, Any]) -> list[str]:
+        sizes = "/".join(str(v) for k, v in m.items() if k.startswith("population_size/"))
+        of = f"/{self._max}" if self._max else ""
+        return [f"{m['iteration']}{of}", sizes, _fmt(m.get("nash_conv")), _fmt(m.get("steps_per_s"), ",.0f"),
+                f"{time.monotonic() - self._start:.1f}s"]
+
+    @hookimpl
+    def popmarl_iteration_end(self, run: RunInfo, iteration: int, metrics: Mapping[str, Any]) -> None:
+        self._history.append(metrics)
+        if self._live is not None:
+            self._live.update(self._table())
+            return
+        it, sizes, nash, sps, elapsed = self._cells(metrics)
+        self.console.print(f"iteration {it}  populations {sizes}  nash_conv {nash}  steps/s {sps}  elapsed {elapsed}")
+
+    @hookimpl
+    def popmarl_run_end(self, run: RunInfo, summary: Mapping[str, Any]) -> None:
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
+        self.console.print(
+            f"popmarl: {summary.get('status')} after {summary.get('iterations')} iterations; "
+            f"nash_conv {_fmt(summary.get('nash_conv'))}; env steps {summary.get('env_steps')}; "
+            f"{summary.get('wall_time_s', 0):.1f}s; summary in {run.run_dir}/summary.json"
+        )

@@ -1,0 +1,53 @@
+"""Algorithm ``exact_matrix_br``: the exact best response in a normal-form game.
+
+A pure strategy maximising the expected payoff against the other agents' meta-strategy
+mixtures. With it, PSRO is the double-oracle algorithm (McMahan et al. 2003).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import attrs
+import numpy as np
+
+from popmarl.algorithm import Algorithm, BestResponseProblem, PolicySpace
+from popmarl.builtin.matrix_env import MatrixEnv, MixedStrategyPolicy
+from popmarl.errors import ConfigError
+from popmarl.metagame import deviation_payoffs
+from popmarl.spaces import Discrete
+
+
+@attrs.frozen(kw_only=True)
+class ExactMatrixBRConfig:
+    """``initial``: the population's first policy, the first pure strategy or uniform."""
+
+    initial: Literal["first", "uniform"] = "first"
+
+
+def _n_actions(space: PolicySpace) -> int:
+    if not isinstance(space.action_space, Discrete):
+        raise ConfigError(f"algorithm exact_matrix_br: population {space.population} needs discrete actions")
+    return space.action_space.n
+
+
+class ExactMatrixBR(Algorithm):
+    """Exact best responses of pure strategies (ties go to the lowest action)."""
+
+    Config = ExactMatrixBRConfig
+
+    def make_policy(self, *, space: PolicySpace, seed: int) -> MixedStrategyPolicy:
+        n = _n_actions(space)
+        if self.config.initial == "uniform":
+            return MixedStrategyPolicy(np.full(n, 1.0 / n))
+        return MixedStrategyPolicy(np.eye(n)[0])
+
+    def best_response(self, problem: BestResponseProblem) -> MixedStrategyPolicy:
+        env = problem.env
+        if not isinstance(env, MatrixEnv):
+            raise ConfigError("algorithm exact_matrix_br: works only with env 'matrix'")
+        strategies = env.mixed_strategies(problem.opponents)
+        deviations = deviation_payoffs(env.payoffs, strategies)
+        # A policy that plays several seats (shared mapping) maximises their sum.
+        total = sum(deviations[env.agents.index(agent)] for agent in problem.space.agents)
+        return MixedStrategyPolicy(np.eye(len(total))[int(np.argmax(total))])

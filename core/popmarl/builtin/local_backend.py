@@ -1,0 +1,25 @@
+"""Backend ``local``: every task in this process, deterministic for a given seed."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from popmarl.backend import Backend, Components, RunSetup
+from popmarl.executor import Executor
+from popmarl.records import EvalResult, EvalTask, TrainResult, TrainTask, Weights
+
+
+class LocalBackend(Backend):
+    """Runs tasks in-process with one :class:`~popmarl.executor.Executor`."""
+
+    def start(self, setup: RunSetup, components: Components) -> None:
+        self._executor = Executor(setup, components)
+
+    def add_policy(self, policy_id: str, weights: Weights) -> None:
+        self._executor.add_policy(policy_id, weights)
+
+    def train(self, tasks: Sequence[TrainTask]) -> list[TrainResult]:
+        return [self._executor.train(task) for task in tasks]
+
+    def evaluate(self, tasks: Sequence[EvalTask]) -> list[EvalResult]:
+        return self._executor.evaluate(tasks)

@@ -1,0 +1,278 @@
+"""Scenario ``psro``: Policy-Space Response Oracles (Lanctot et al. 2017).
+
+Each iteration (DESIGN §4): every population best-responds to the current meta-strategy
+(all against the same one), the payoff table grows by one policy per population and only
+its missing entries are evaluated, the meta-solver solves the new table, metrics go to
+the hooks, and the run directory is checkpointed. ``uniform`` gives fictitious
+self-play, ``latest`` self-play, an exact oracle with ``nash`` double oracle.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import attrs
+import numpy as np
+
+from popmarl.env import ExactEnv, MixedProfile
+from popmarl.executor import population_of
+from popmarl.metagame import entropy, expected_payoffs
+from popmarl.payoffs import PayoffTable
+from popmarl.policy import Policy
+from popmarl.population import policy_id
+from popmarl.records import EvalTask, Opponents, PolicySpec, TrainBudget, TrainResult, TrainTask, Weights
+from popmarl.scenario import RunContext, Scenario
+
+
+def derive_seed(seed: int, *keys: int) -> int:
+    """A 31-bit seed determined by the run seed and ``keys`` (iteration, population...)."""
+    return int(np.random.SeedSequence([seed, *keys]).generate_state(1)[0] & 0x7FFFFFFF)
+
+
+@attrs.define
+class PSROState:
+    """Everything a checkpoint holds; enough to continue bit-identically."""
+
+    iteration: int
+    policies: dict[str, list[str]]
+    table: PayoffTable
+    meta: tuple[np.ndarray, ...]
+    solver_metrics: dict[str, Any]
+    history: list[dict[str, Any]]
+    env_steps: int = 0
+    wall_time_s: float = 0.0
+
+
+class PSRO(Scenario):
+    """The PSRO loop over any env, oracle, solver and backend."""
+
+    def run(self, context: RunContext) -> dict[str, Any]:
+        self.ctx = context
+        self.policies: dict[str, Policy] = {}
+        self._session_start = time.monotonic()
+        self._base_wall = 0.0
+        status, reason = "failed", "error"
+        state: PSROState | None = None
+        try:
+            context.hooks.run_start(context.info)
+            state = self._restore() if context.resume else self._initialise()
+            status, reason = self._loop(state)
+        except KeyboardInterrupt:
+            status, reason = "stopped", "interrupted"
+            raise
+        finally:
+            summary = self.summary(state, status, reason)
+            context.run_dir.write_summary(summary)
+            context.hooks.run_end(context.info, summary)
+        return summary
+
+    # -- state ----------------------------------------------------------------------
+    def _elapsed(self) -> float:
+        return self._base_wall + time.monotonic() - self._session_start
+
+    def _initialise(self) -> PSROState:
+        ctx = self.ctx
+        policies: dict[str, list[str]] = {}
+        for k, population in enumerate(ctx.mapping.populations):
+            space = ctx.spaces[population]
+            policy = ctx.algorithm.make_policy(space=space, seed=derive_seed(ctx.config.seed, 0, k))
+            pid = policy_id(population, 0)
+            self._add(pid, policy.get_weights())
+            policies[population] = [pid]
+        table, steps = self._expand(PayoffTable.empty(ctx.env.agents), policies, iteration=0)
+        result = ctx.solver.solve_detailed(table.values)
+        state = PSROState(iteration=0, policies=policies, table=table, meta=result.mixtures,
+                          solver_metrics=dict(result.metrics), history=[], env_steps=steps)
+        state.wall_time_s = self._elapsed()
+        self._commit(state)
+        return state
+
+    def _restore(self) -> PSROState:
+        ctx = self.ctx
+        saved, arrays = ctx.run_dir.load_state()
+        policies = {p: list(ids) for p, ids in saved["policies"].items()}
+        for ids in policies.values():
+            for pid in ids:
+                self._add(pid, ctx.run_dir.load_policy(pid), announce=False)
+        table = PayoffTable(agents=ctx.env.agents, values=arrays["payoffs"], filled=arrays["filled"].astype(bool))
+        meta = tuple(arrays[f"meta_{k}"] for k in range(len(ctx.env.agents)))
+        ctx.run_dir.truncate_history(saved["history"])
+        ctx.run_dir.restore_metrics(saved["history"])
+        self._base_wall = float(saved["wall_time_s"])
+        return PSROState(iteration=int(saved["iteration"]), policies=policies, table=table, meta=meta,
+                         solver_metrics=saved["solver_metrics"], history=saved["history"],
+                         env_steps=int(saved["env_steps"]), wall_time_s=float(saved["wall_time_s"]))
+
+    def _add(self, pid: str, weights: Weights, *, announce: bool = True) -> None:
+        ctx = self.ctx
+        space = ctx.spaces[population_of(pid)]
+        policy = ctx.algorithm.make_policy(space=space, seed=0)
+        policy.set_weights(weights)
+        self.policies[pid] = policy
+        ctx.backend.add_policy(pid, weights)
+        if announce:
+            ctx.run_dir.save_policy(pid, weights)
+            ctx.hooks.policy_added(ctx.info, population_of(pid), pid)
+
+    def _commit(self, state: PSROState) -> None:
+        ctx = self.ctx
+        arrays = {"payoffs": state.table.values, "filled": state.table.filled}
+        arrays.update({f"meta_{k}": m for k, m in enumerate(state.meta)})
+        saved = {"iteration": state.iteration, "policies": state.policies, "history_length": len(state.history),
+                 "solver_metrics": state.solver_metrics, "env_steps": state.env_steps,
+                 "wall_time_s": state.wall_time_s}
+        path = ctx.run_dir.commit(saved, arrays, state.history[-1:] if state.iteration else ())
+        state.table.save(ctx.run_dir.payoffs_file, self._axis_ids(state.policies))
+        ctx.hooks.checkpoint(ctx.info, str(path))
+
+    # -- the loop -------------------------------------------------------------------
+    def _loop(self, state: PSROState) -> tuple[str, str]:
+        stopping = self.ctx.config.stopping
+        while True:
+            nash = state.history[-1]["nash_conv"] if state.history else None
+            if stopping.target_nash_conv is not None and nash is not None and nash <= stopping.target_nash_conv:
+                return "completed", "target_nash_conv"
+            if state.iteration >= stopping.max_iterations:
+                return "completed", "max_iterations"
+            if stopping.max_wall_time_s is not None and self._elapsed() >= stopping.max_wall_time_s:
+                return "stopped", "max_wall_time_s"
+            self._iterate(state)
+
+    def _iterate(self, state: PSROState) -> None:
+        ctx = self.ctx
+        iteration = state.iteration + 1
+        t0 = time.monotonic()
+        results = ctx.backend.train(self._train_tasks(state, iteration))
+        train_time = time.monotonic() - t0
+        for result in results:
+            self._add(result.spec.policy_id, result.weights)
+            state.policies[result.spec.population].append(result.spec.policy_id)
+        t1 = time.monotonic()
+        table, eval_steps = self._expand(state.table, state.policies, iteration=iteration)
+        eval_time = time.monotonic() - t1
+        t2 = time.monotonic()
+        solved = ctx.solver.solve_detailed(table.values)
+        solve_time = time.monotonic() - t2
+        train_steps = sum(r.env_steps for r in results)
+        state.iteration, state.table, state.meta = iteration, table, solved.mixtures
+        state.solver_metrics = dict(solved.metrics)
+        state.env_steps += train_steps + eval_steps
+        iteration_time = time.monotonic() - t0
+        metrics = self._metrics(state, results, train_steps + eval_steps, iteration_time,
+                                train_time=train_time, eval_time=eval_time, solve_time=solve_time)
+        state.history.append(metrics)
+        state.wall_time_s = self._elapsed()
+        self._commit(state)
+        ctx.run_dir.append_metrics(metrics)
+        ctx.hooks.iteration_end(ctx.info, iteration, metrics)
+
+    def _train_tasks(self, state: PSROState, iteration: int) -> list[TrainTask]:
+        ctx = self.ctx
+        training = ctx.config.training
+        budget = TrainBudget(max_env_steps=training.max_env_steps, max_episodes=training.max_episodes,
+                             max_wall_time_s=training.max_wall_time_s,
+                             episodes_per_update=training.episodes_per_update)
+        opponents = tuple(
+            Opponents(agent=agent, population=ctx.mapping.population_of[agent],
+                      policy_ids=tuple(state.policies[ctx.mapping.population_of[agent]]), mixture=state.meta[k])
+            for k, agent in enumerate(ctx.env.agents)
+        )
+        tasks = []
+        for k, population in enumerate(ctx.mapping.populations):
+            spec = PolicySpec(policy_id=policy_id(population, len(state.policies[population])),
+                              population=population, algorithm=ctx.config.algorithm.name, iteration=iteration)
+            tasks.append(TrainTask(spec=spec, seed=derive_seed(ctx.config.seed, iteration, k),
+                                   opponents=opponents, budget=budget))
+        return tasks
+
+    def _axis_ids(self, policies: Mapping[str, Sequence[str]]) -> list[list[str]]:
+        return [list(policies[self.ctx.mapping.population_of[a]]) for a in self.ctx.env.agents]
+
+    def _expand(self, table: PayoffTable, policies: Mapping[str, Sequence[str]], *, iteration: int) -> tuple[PayoffTable, int]:
+        """Grow the table to the pools' sizes and evaluate only the new entries."""
+        ctx = self.ctx
+        axis_ids = self._axis_ids(policies)
+        table = table.grow([len(ids) for ids in axis_ids])
+        seed = derive_seed(ctx.config.seed, iteration, 1_000_003)
+        episodes = ctx.config.evaluation.episodes_per_entry
+        tasks = [
+            EvalTask(index=index, profile={a: axis_ids[k][i] for k, (a, i) in enumerate(zip(ctx.env.agents, index))},
+                     episodes=episodes, seed=seed)
+            for index in table.missing()
+        ]
+        results = ctx.backend.evaluate(tasks)
+        table = table.fill([(r.index, r.returns) for r in results])
+        return table, sum(r.env_steps for r in results)
+
+    # -- metrics and summary ----------------------------------------------------------
+    def _mixed_profile(self, state: PSROState) -> MixedProfile:
+        axis_ids = self._axis_ids(state.policies)
+        return {
+            agent: [(self.policies[pid], float(w)) for pid, w in zip(axis_ids[k], state.meta[k]) if w > 0]
+            for k, agent in enumerate(self.ctx.env.agents)
+        }
+
+    def nash_conv(self, state: PSROState) -> float | None:
+        """NashConv of the meta-strategy in the real game, where the env can compute it."""
+        env = self.ctx.env
+        if isinstance(env, ExactEnv) and env.supports_exact():
+            return float(env.nash_conv(self._mixed_profile(state)))
+        return None
+
+    def population_meta(self, state: PSROState, population: str) -> np.ndarray:
+        """A population's meta-strategy: the mean of its seats' mixtures."""
+        axes = [k for k, a in enumerate(self.ctx.env.agents) if self.ctx.mapping.population_of[a] == population]
+        return np.mean([state.meta[k] for k in axes], axis=0)
+
+    def _metrics(self, state: PSROState, results: Sequence[TrainResult], steps: int, seconds: float,
+                 **times: float) -> dict[str, Any]:
+        nash = self.nash_conv(state)
+        metrics: dict[str, Any] = {
+            "iteration": state.iteration,
+            "nash_conv": nash,
+            "exploitability": self._exploitability(nash),
+        }
+        for population in self.ctx.mapping.populations:
+            metrics[f"population_size/{population}"] = len(state.policies[population])
+            metrics[f"meta_entropy/{population}"] = entropy(self.population_meta(state, population))
+        metrics.update({"env_steps": state.env_steps, "iteration_env_steps": steps,
+                        "steps_per_s": steps / seconds if seconds > 0 else 0.0,
+                        **{f"{k}_s": v for k, v in times.items()},
+                        "wall_time_s": self._elapsed()})
+        metrics.update({f"solver/{k}": v for k, v in state.solver_metrics.items()})
+        for result in results:
+            metrics.update({f"train/{result.spec.population}/{k}": v for k, v in result.metrics.items()})
+        return metrics
+
+    def _exploitability(self, nash: float | None) -> float | None:
+        env = self.ctx.env
+        if nash is None or len(env.agents) != 2 or not getattr(env, "zero_sum", False):
+            return None
+        return nash / 2
+
+    def summary(self, state: PSROState | None, status: str, reason: str) -> dict[str, Any]:
+        """The content of ``summary.json``."""
+        ctx = self.ctx
+        summary: dict[str, Any] = {
+            "scenario": ctx.info.scenario, "status": status, "stop_reason": reason, "seed": ctx.config.seed,
+            "iterations": 0, "populations": {}, "nash_conv": None, "exploitability": None,
+            "env_steps": 0, "wall_time_s": self._elapsed(),
+        }
+        if state is None:
+            return summary
+        nash = state.history[-1]["nash_conv"] if state.history else self.nash_conv(state)
+        summary.update({
+            "iterations": state.iteration,
+            "populations": {
+                p: {"policies": list(state.policies[p]), "meta_strategy": self.population_meta(state, p).tolist()}
+                for p in ctx.mapping.populations
+            },
+            "meta_strategies": {a: state.meta[k].tolist() for k, a in enumerate(ctx.env.agents)},
+            "meta_game_values": dict(zip(ctx.env.agents, expected_payoffs(state.table.values, state.meta).tolist())),
+            "nash_conv": nash, "exploitability": self._exploitability(nash),
+            "env_steps": state.env_steps,
+            "solver": state.solver_metrics,
+        })
+        return summary

@@ -1,0 +1,130 @@
+"""The ``popmarl`` command line (DESIGN §6).
+
+User errors print one line to stderr and exit 2, with no traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import Any, NoReturn
+
+from popmarl.errors import PluginError, UserError
+
+EXIT_USAGE = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="popmarl", description="Population-based multi-agent reinforcement learning.")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    run = commands.add_parser("run", help="run (or resume) a config")
+    run.add_argument("config", help="the YAML run config")
+    run.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                     help="override a config key (dotted path, YAML value); repeatable")
+    run.add_argument("--out", help="the run directory to create (default: runs/<scenario>-<env>-<time>)")
+    run.add_argument("--resume", metavar="DIR", help="continue the run in DIR from its last checkpoint")
+    plugins = commands.add_parser("plugins", help="list every installed component")
+    plugins.add_argument("--check", action="store_true", help="import each component; exit 1 if any fails")
+    show = commands.add_parser("show", help="print a run's summary, payoff table and meta-strategies")
+    show.add_argument("dir", help="a run directory")
+    return parser
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from popmarl.config import load_config
+    from popmarl.runner import run
+
+    if args.out and args.resume:
+        raise UserError("--out and --resume are exclusive: --resume continues the run in its own directory")
+    config = load_config(args.config, args.overrides)
+    summary = run(config, out=args.out, resume=args.resume)
+    return 0 if summary.get("status") in ("completed", "stopped") else 1
+
+
+def _cmd_plugins(args: argparse.Namespace) -> int:
+    from importlib import metadata
+
+    import popmarl
+    from popmarl.plugins import PLUGIN_GROUP
+    from popmarl.registry import KINDS
+
+    rows: list[tuple[str, str, str, str, str]] = []
+    failed = 0
+    for kind in KINDS:
+        registry = getattr(popmarl, kind)
+        problems = registry.check() if args.check else {}
+        for name, entry in registry.entries.items():
+            problem = problems.get(name)
+            failed += problem is not None
+            status = "" if not args.check else ("ok" if problem is None else f"FAILED: {problem}")
+            rows.append((kind[:-1], name, entry.distribution, entry.version, status))
+    for ep in metadata.entry_points(group=PLUGIN_GROUP):
+        rows.append(("hooks", ep.name, ep.dist.name if ep.dist else "?", ep.dist.version if ep.dist else "?", ""))
+    widths = [max(len(r[i]) for r in rows + [("kind", "name", "distribution", "version", "")]) for i in range(4)]
+    header = ("kind", "name", "distribution", "version", "check" if args.check else "")
+    for row in [header, *rows]:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row[:4], widths)) + ("  " + row[4] if row[4] else ""))
+    return 1 if failed else 0
+
+
+def _cmd_show(args: argparse.Namespace) -> int:
+    from popmarl.payoffs import PayoffTable
+    from popmarl.rundir import RunDirectory
+
+    run = RunDirectory(args.dir)
+    if not run.path.is_dir():
+        raise UserError(f"{run.path}: no such run directory")
+    summary = run.read_summary()
+    print(f"run        {run.path}")
+    for key in ("scenario", "status", "iterations", "nash_conv", "exploitability", "env_steps", "wall_time_s"):
+        print(f"{key:<11}{summary.get(key)}")
+    for population, info in summary.get("populations", {}).items():
+        mixture = " ".join(f"{p:.3f}" for p in info.get("meta_strategy", []))
+        print(f"population {population}: {len(info.get('policies', []))} policies; meta-strategy [{mixture}]")
+    if run.payoffs_file.exists():
+        table, ids = PayoffTable.load(run.payoffs_file)
+        print(_format_table(table, ids))
+    for name in ("config.yaml", "summary.json", "metrics.jsonl", "payoffs.npz", "checkpoints", "final_policy.json"):
+        if (run.path / name).exists():
+            print(f"file       {run.path / name}")
+    for extra in sorted(run.path.glob("*.png")):
+        print(f"plot       {extra}")
+    return 0
+
+
+def _format_table(table: Any, ids: list[list[str]], limit: int = 12) -> str:
+    """Agent 0's payoffs (rows: its policies; columns: agent 1's) for two-agent tables."""
+    if len(table.agents) != 2:
+        return f"payoff table: {len(table.agents)} agents, shape {table.shape} (see payoffs.npz)"
+    rows, cols = ids[0][:limit], ids[1][:limit]
+    width = max(8, *(len(c) for c in cols))
+    lines = [f"payoffs of {table.agents[0]} (rows) vs {table.agents[1]} (columns)" +
+             (f", first {limit}" if len(ids[0]) > limit or len(ids[1]) > limit else "")]
+    lines.append(" " * width + "".join(c.rjust(width + 1) for c in cols))
+    for i, r in enumerate(rows):
+        lines.append(r.ljust(width) + "".join(f"{table.values[0, i, j]:{width + 1}.4f}" for j in range(len(cols))))
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``popmarl`` command."""
+    args = _parser().parse_args(argv)
+    commands = {"run": _cmd_run, "plugins": _cmd_plugins, "show": _cmd_show}
+    try:
+        return commands[args.command](args)
+    except (UserError, PluginError) as exc:
+        print(f"popmarl: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("popmarl: interrupted; continue with --resume", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,228 @@
+"""The run configuration: one YAML file, validated into attrs classes.
+
+Every problem is reported at once, each with its dotted path (``env.params.size: must
+be >= 1, got 0``). Components are ``{name, params}`` (or a bare name); ``params`` is
+validated against the component's own ``Config``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import attrs
+import yaml
+
+from popmarl.errors import ConfigError, UnknownComponentError
+from popmarl.structure import structure, structure_attrs, unstructure
+
+ge0 = attrs.validators.ge(0)
+gt0 = attrs.validators.gt(0)
+ge1 = attrs.validators.ge(1)
+
+
+def _optional(validator: Any) -> Any:
+    return attrs.validators.optional(validator)
+
+
+@attrs.frozen(kw_only=True)
+class ComponentConfig:
+    """A component by registered name, with its parameters."""
+
+    name: str
+    params: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class AgentsConfig:
+    """``per_player``, ``shared``, or ``{agent name or regex: population}``."""
+
+    mapping: str | dict[str, str] = "per_player"
+
+
+@attrs.frozen(kw_only=True)
+class StoppingConfig:
+    """When the run ends: the first condition met wins."""
+
+    max_iterations: int = attrs.field(default=10, validator=ge0)
+    target_nash_conv: float | None = attrs.field(default=None, validator=_optional(ge0))
+    max_wall_time_s: float | None = attrs.field(default=None, validator=_optional(gt0))
+
+
+@attrs.frozen(kw_only=True)
+class TrainingConfig:
+    """Budget of one oracle training run (learning algorithms only)."""
+
+    max_env_steps: int | None = attrs.field(default=20_000, validator=_optional(ge1))
+    max_episodes: int | None = attrs.field(default=None, validator=_optional(ge1))
+    max_wall_time_s: float | None = attrs.field(default=None, validator=_optional(gt0))
+    episodes_per_update: int = attrs.field(default=32, validator=ge1)
+    num_envs: int = attrs.field(default=32, validator=ge1)
+
+
+@attrs.frozen(kw_only=True)
+class EvaluationConfig:
+    """How payoff entries are estimated: exactly where the env allows (``auto``), else
+    ``episodes_per_entry`` sampled episodes."""
+
+    episodes_per_entry: int = attrs.field(default=100, validator=ge1)
+    exact: Literal["auto", "never"] = "auto"
+    num_envs: int = attrs.field(default=64, validator=ge1)
+
+
+@attrs.frozen(kw_only=True)
+class RunConfig:
+    """A whole run."""
+
+    scenario: ComponentConfig = ComponentConfig(name="psro")
+    seed: int = 0
+    env: ComponentConfig
+    agents: AgentsConfig = AgentsConfig()
+    algorithm: ComponentConfig
+    solver: ComponentConfig = ComponentConfig(name="uniform")
+    backend: ComponentConfig = ComponentConfig(name="local")
+    stopping: StoppingConfig = StoppingConfig()
+    training: TrainingConfig = TrainingConfig()
+    evaluation: EvaluationConfig = EvaluationConfig()
+    trackers: list[ComponentConfig] = attrs.field(factory=lambda: [ComponentConfig(name="console")])
+
+
+#: Top-level key -> registry kind, for the component fields.
+COMPONENT_KINDS = {
+    "scenario": "scenarios",
+    "env": "envs",
+    "algorithm": "algorithms",
+    "solver": "solvers",
+    "backend": "backends",
+}
+
+
+def _normalize_components(raw: dict[str, Any]) -> None:
+    """Allow a bare name wherever a component is expected."""
+    for key in COMPONENT_KINDS:
+        if isinstance(raw.get(key), str):
+            raw[key] = {"name": raw[key]}
+    if isinstance(raw.get("trackers"), list):
+        raw["trackers"] = [{"name": t} if isinstance(t, str) else t for t in raw["trackers"]]
+
+
+def _check_component(kind: str, spec: ComponentConfig, path: str, problems: list[str]) -> ComponentConfig:
+    from popmarl import registries
+
+    registry = registries.get(kind)
+    try:
+        cls = registry.load(spec.name)
+    except UnknownComponentError as exc:
+        problems.append(f"{path}.name: {exc}")
+        return spec
+    config_cls = getattr(cls, "Config", None)
+    if config_cls is None or not attrs.has(config_cls):
+        return spec
+    config = structure_attrs(config_cls, dict(spec.params), f"{path}.params", problems)
+    if config is None:
+        return spec
+    return ComponentConfig(name=spec.name, params=unstructure(config))
+
+
+def validate(raw: Any, *, source: str = "config") -> RunConfig:
+    """Validate plain data into a :class:`RunConfig` with every component's params
+    resolved (defaults filled in); raise :class:`ConfigError` listing every problem."""
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"{source}: must be a mapping of top-level keys, got {type(raw).__name__}")
+    raw = dict(raw)
+    _normalize_components(raw)
+    problems: list[str] = []
+    config = structure_attrs(RunConfig, raw, "", problems)
+    if config is None:
+        raise ConfigError(problems)
+    resolved: dict[str, Any] = {}
+    for key, kind in COMPONENT_KINDS.items():
+        resolved[key] = _check_component(kind, getattr(config, key), key, problems)
+    resolved["trackers"] = [
+        _check_component("trackers", t, f"trackers[{i}]", problems) for i, t in enumerate(config.trackers)
+    ]
+    if problems:
+        raise ConfigError(problems)
+    return attrs.evolve(config, **resolved)
+
+
+def apply_overrides(raw: dict[str, Any], overrides: Sequence[str]) -> dict[str, Any]:
+    """Apply ``KEY=VALUE`` overrides (dotted keys, YAML-typed values) to a raw config."""
+    raw = _deep_copy(raw)
+    for item in overrides:
+        key, sep, text = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--set: expected KEY=VALUE (e.g. stopping.max_iterations=5), got {item!r}")
+        try:
+            value = yaml.safe_load(text) if text.strip() else None
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"--set {key}: value is not valid YAML ({_first_line(exc)})") from None
+        target: Any = raw
+        parts = key.strip().split(".")
+        for depth, part in enumerate(parts[:-1]):
+            node = target.get(part) if isinstance(target, dict) else None
+            if isinstance(node, str) and parts[depth] in (*COMPONENT_KINDS, "env"):
+                node = {"name": node}
+                target[part] = node
+            if node is None:
+                node = {}
+                target[part] = node
+            if not isinstance(node, dict):
+                raise ConfigError(f"--set {key}: {'.'.join(parts[: depth + 1])} is not a mapping")
+            target = node
+        target[parts[-1]] = value
+    return raw
+
+
+def _deep_copy(data: Any) -> Any:
+    if isinstance(data, dict):
+        return {k: _deep_copy(v) for k, v in data.items()}
+    if isinstance(data, list):
+        return [_deep_copy(v) for v in data]
+    return data
+
+
+def _first_line(exc: Exception) -> str:
+    return " ".join(str(exc).split())
+
+
+def read_yaml(path: str | os.PathLike[str]) -> Any:
+    """Parse a YAML file; a missing, unreadable or malformed file is a ConfigError."""
+    path = Path(path)
+    if not path.exists():
+        raise ConfigError(f"{path}: no such config file")
+    if path.is_dir():
+        raise ConfigError(f"{path}: is a directory, not a config file")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read ({exc.__class__.__name__}: {exc})") from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or _first_line(exc)
+        raise ConfigError(f"{path}: invalid YAML{where}: {problem}") from None
+
+
+def load_config(path: str | os.PathLike[str], overrides: Sequence[str] = ()) -> RunConfig:
+    """Read, override and validate a config file."""
+    raw = read_yaml(path)
+    if raw is None:
+        raise ConfigError(f"{path}: the config file is empty")
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: must be a mapping of top-level keys, got {type(raw).__name__}")
+    return validate(apply_overrides(raw, overrides), source=str(path))
+
+
+def to_dict(config: RunConfig) -> dict[str, Any]:
+    """The resolved config as plain data (what ``config.yaml`` holds)."""
+    return unstructure(config)
+
+
+def dump(config: RunConfig) -> str:
+    """The resolved config as YAML."""
+    return yaml.safe_dump(to_dict(config), sort_keys=False)

@@ -1,0 +1,89 @@
+"""The Env adapter protocol: agents, spaces, batched stepping, and optional exact hooks."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+
+import attrs
+import numpy as np
+
+from popmarl.component import Component
+from popmarl.policy import Policy
+from popmarl.records import Observations
+from popmarl.spaces import Space
+
+Profile = Mapping[str, Policy]  # one policy per agent
+MixedProfile = Mapping[str, Sequence[tuple[Policy, float]]]  # a mixture of policies per agent
+
+
+@attrs.frozen(kw_only=True)
+class Step:
+    """What a vector of games needs next, and what finished.
+
+    ``decisions`` maps each agent that must act to its batch (``env_ids`` says which
+    games the rows belong to). ``finished`` lists the games whose episode ended since the
+    last call, with every agent's episode return (env agent order) in ``returns``; those
+    games have already been reset and their first decisions are in ``decisions``.
+    ``rewards`` is ``[num_envs, n_agents]``: reward received since the last call.
+    """
+
+    decisions: Mapping[str, tuple[np.ndarray, Observations]]
+    rewards: np.ndarray
+    finished: np.ndarray
+    returns: np.ndarray
+    truncated: np.ndarray
+
+
+class VectorEnv(ABC):
+    """``num_envs`` independent games stepped together; episodes restart automatically."""
+
+    num_envs: int
+
+    @abstractmethod
+    def reset(self) -> Step:
+        """Start every game anew."""
+
+    @abstractmethod
+    def step(self, actions: Mapping[str, np.ndarray]) -> Step:
+        """Apply each agent's actions (aligned with the rows it was asked for)."""
+
+    def close(self) -> None:
+        """Release resources."""
+
+
+class Env(Component):
+    """A game definition (one per run); makes vectors of games to step."""
+
+    @property
+    @abstractmethod
+    def agents(self) -> tuple[str, ...]:
+        """The agents (seats), in payoff-table order."""
+
+    @abstractmethod
+    def observation_space(self, agent: str) -> Space:
+        """The space of ``agent``'s observations."""
+
+    @abstractmethod
+    def action_space(self, agent: str) -> Space:
+        """The space of ``agent``'s actions."""
+
+    @abstractmethod
+    def vector(self, *, num_envs: int, seed: int) -> VectorEnv:
+        """A vector of ``num_envs`` games seeded with ``seed``."""
+
+
+class ExactEnv(Env):
+    """A game small enough to evaluate exactly (no sampling noise)."""
+
+    def supports_exact(self) -> bool:
+        """Whether exact evaluation is possible (e.g. the game tree is below a size limit)."""
+        return True
+
+    @abstractmethod
+    def exact_returns(self, profiles: Sequence[Profile]) -> np.ndarray:
+        """``[len(profiles), n_agents]`` expected returns of each joint profile."""
+
+    @abstractmethod
+    def nash_conv(self, profile: MixedProfile) -> float:
+        """NashConv of the behaviour equivalent to each agent's mixture of policies."""

@@ -1,0 +1,57 @@
+"""The Policy interface: batched, masked acting, with weights as plain arrays."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+import numpy as np
+
+from popmarl.records import Observations, Weights
+
+
+class Policy(ABC):
+    """Maps a batch of observations (and legal-action masks) to actions.
+
+    Frozen policies are what populations hold. Weights move as ``{name: ndarray}``
+    (never pickled objects), so checkpoints are ``.npz`` files.
+    """
+
+    @abstractmethod
+    def act(self, batch: Observations, *, explore: bool, rng: np.random.Generator) -> np.ndarray:
+        """One action per row of ``batch``; never an action the row's mask forbids."""
+
+    @abstractmethod
+    def get_weights(self) -> Weights:
+        """The policy's parameters as named numpy arrays."""
+
+    @abstractmethod
+    def set_weights(self, weights: Weights) -> None:
+        """Load parameters produced by :meth:`get_weights` of a policy of the same kind."""
+
+
+class ExplicitPolicy(Policy):
+    """A policy whose action probabilities can be read off, so games small enough can be
+    evaluated exactly. ``act`` samples them (``explore``) or takes the most likely action."""
+
+    @abstractmethod
+    def probabilities(self, batch: Observations) -> np.ndarray:
+        """``[len(batch), n_actions]`` action probabilities, zero on illegal actions."""
+
+    def act(self, batch: Observations, *, explore: bool, rng: np.random.Generator) -> np.ndarray:
+        probs = self.probabilities(batch)
+        if not explore:
+            return probs.argmax(axis=1)
+        return sample_rows(probs, rng)
+
+
+def sample_rows(probs: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Sample one column index per row of a row-stochastic matrix, vectorised."""
+    cdf = np.cumsum(probs, axis=1)
+    draws = rng.random((probs.shape[0], 1)) * cdf[:, -1:]
+    return np.minimum((draws >= cdf).sum(axis=1), probs.shape[1] - 1)
+
+
+def masked_uniform(mask: np.ndarray | None, n_rows: int, n_actions: int) -> np.ndarray:
+    """Uniform probabilities over the legal actions of each row."""
+    legal = np.ones((n_rows, n_actions)) if mask is None else np.asarray(mask, dtype=float)
+    return legal / legal.sum(axis=1, keepdims=True)

@@ -1,0 +1,132 @@
+"""Records that cross process boundaries: tasks, results, episodes, policy specs.
+
+All are attrs frozen classes with numpy payloads, so they pickle cheaply for Ray and
+serialise to JSON/npz for checkpoints.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+import numpy as np
+
+Weights = Mapping[str, np.ndarray]
+
+
+@attrs.frozen(kw_only=True)
+class RunInfo:
+    """What hooks receive about the run."""
+
+    run_dir: str
+    scenario: str
+    seed: int
+    config: Mapping[str, Any]
+    start_iteration: int = 0
+    populations: tuple[str, ...] = ()
+    resumed: bool = False
+
+
+@attrs.frozen(kw_only=True)
+class PolicySpec:
+    """A frozen policy's identity: which population, which algorithm, when it was made."""
+
+    policy_id: str
+    population: str
+    algorithm: str
+    iteration: int
+
+
+@attrs.frozen(kw_only=True)
+class Observations:
+    """A batch of decisions for one policy: observations, legal-action masks, and (for
+    tabular policies) the information-state keys of each row."""
+
+    obs: np.ndarray
+    mask: np.ndarray | None = None
+    keys: tuple[str, ...] | None = None
+    agent: str = ""
+
+    def __len__(self) -> int:
+        return int(self.obs.shape[0])
+
+
+@attrs.frozen(kw_only=True)
+class Opponents:
+    """The meta-strategy of one seat: the pool's policy ids and their probabilities."""
+
+    agent: str
+    population: str
+    policy_ids: tuple[str, ...]
+    mixture: np.ndarray
+
+    def support(self) -> list[tuple[str, float]]:
+        """The (policy id, probability) pairs with positive probability."""
+        return [(pid, float(p)) for pid, p in zip(self.policy_ids, self.mixture) if p > 0]
+
+
+@attrs.frozen(kw_only=True)
+class TrainBudget:
+    """When one oracle training run stops."""
+
+    max_env_steps: int | None = None
+    max_episodes: int | None = None
+    max_wall_time_s: float | None = None
+    episodes_per_update: int = 32
+
+
+@attrs.frozen(kw_only=True)
+class TrainTask:
+    """Produce a new policy for ``population`` against the seats' meta-strategies."""
+
+    spec: PolicySpec
+    seed: int
+    opponents: tuple[Opponents, ...]
+    budget: TrainBudget = attrs.field(factory=TrainBudget)
+
+
+@attrs.frozen(kw_only=True)
+class TrainResult:
+    """A trained, frozen policy's weights and what its training measured."""
+
+    spec: PolicySpec
+    weights: Weights
+    env_steps: int = 0
+    episodes: int = 0
+    metrics: Mapping[str, float] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class EvalTask:
+    """Estimate one payoff-table entry: a joint profile, one policy id per agent (seat)."""
+
+    index: tuple[int, ...]
+    profile: Mapping[str, str]
+    episodes: int
+    seed: int
+
+
+@attrs.frozen(kw_only=True)
+class EvalResult:
+    """Mean return of each agent (in env agent order) for one entry."""
+
+    index: tuple[int, ...]
+    returns: np.ndarray
+    episodes: int = 0
+    env_steps: int = 0
+    exact: bool = False
+
+
+@attrs.frozen(kw_only=True)
+class Episode:
+    """One finished episode's transitions for a learner (arrays over its decisions)."""
+
+    agent: str
+    obs: np.ndarray
+    actions: np.ndarray
+    rewards: np.ndarray
+    masks: np.ndarray | None
+    terminated: bool
+    truncated: bool
+    episode_return: float

@@ -1,0 +1,150 @@
+"""Registries: which components exist, built from entry points and loaded lazily.
+
+A :class:`Registry` is immutable; :meth:`Registry.with_component` returns a new one.
+An entry is imported only when its name is asked for.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import warnings
+from collections.abc import Mapping
+from importlib import metadata
+from typing import Any
+
+import attrs
+
+from popmarl.errors import PluginError, UnknownComponentError
+
+KINDS = ("scenarios", "algorithms", "envs", "solvers", "backends", "trackers")
+STRICT_ENV = "POPMARL_STRICT_PLUGINS"
+
+#: Which pip install adds more components of each kind (named in unknown-name errors).
+_MORE = {
+    "scenarios": "pip install popmarl-pettingzoo",
+    "algorithms": "pip install popmarl-tianshou popmarl-openspiel",
+    "envs": "pip install popmarl-openspiel popmarl-pettingzoo",
+    "solvers": "pip install popmarl-solvers",
+    "backends": "pip install popmarl-ray",
+    "trackers": "pip install popmarl-mlflow",
+}
+
+
+class PluginWarning(UserWarning):
+    """A plugin problem that does not stop the run (duplicate name, failed import)."""
+
+
+def strict_plugins() -> bool:
+    """Whether plugin problems are errors (``POPMARL_STRICT_PLUGINS=1``)."""
+    return os.environ.get(STRICT_ENV, "") not in ("", "0", "false", "no")
+
+
+@attrs.frozen(kw_only=True)
+class Entry:
+    """One registered component: where it comes from and how to load it."""
+
+    name: str
+    distribution: str
+    version: str
+    target: str  # "module:attr" for entry points, "<object>" for with_component
+    entry_point: metadata.EntryPoint | None = attrs.field(default=None, eq=False, repr=False)
+    obj: Any = attrs.field(default=None, eq=False, repr=False)
+
+    def load(self) -> Any:
+        if self.entry_point is None:
+            return self.obj
+        return self.entry_point.load()
+
+
+def _plugin_problem(message: str) -> None:
+    """Warn about a broken plugin, or raise :class:`PluginError` in strict mode."""
+    if strict_plugins():
+        raise PluginError(message)
+    warnings.warn(message, PluginWarning, stacklevel=3)
+
+
+@attrs.frozen(kw_only=True)
+class Registry:
+    """Components of one kind (``popmarl.<kind>`` entry points), by name."""
+
+    kind: str
+    entries: Mapping[str, Entry] = attrs.field(factory=dict)
+
+    @classmethod
+    def from_entry_points(cls, kind: str) -> Registry:
+        """Build the registry of ``kind`` from the installed entry points."""
+        group = f"popmarl.{kind}"
+        entries: dict[str, Entry] = {}
+        for ep in metadata.entry_points(group=group):
+            dist = ep.dist
+            entry = Entry(
+                name=ep.name,
+                distribution=dist.name if dist else "?",
+                version=dist.version if dist else "?",
+                target=ep.value,
+                entry_point=ep,
+            )
+            previous = entries.get(ep.name)
+            if previous is not None and previous.distribution != entry.distribution:
+                warnings.warn(
+                    f"{kind[:-1]} {ep.name!r} is registered by both {previous.distribution} "
+                    f"and {entry.distribution}; using {entry.distribution}",
+                    PluginWarning,
+                    stacklevel=2,
+                )
+            entries[ep.name] = entry
+        return cls(kind=kind, entries=dict(sorted(entries.items())))
+
+    def names(self) -> tuple[str, ...]:
+        """Every registered name, sorted."""
+        return tuple(sorted(self.entries))
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.entries
+
+    def entry(self, name: str) -> Entry:
+        """The :class:`Entry` of ``name``; an error listing the installed names if unknown."""
+        try:
+            return self.entries[name]
+        except KeyError:
+            raise UnknownComponentError(self.unknown_message(name)) from None
+
+    def unknown_message(self, name: str) -> str:
+        """The message for an unknown ``name``: installed names, a guess, how to add more."""
+        close = difflib.get_close_matches(name, self.names(), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        installed = ", ".join(self.names()) or "none"
+        return (
+            f"unknown {self.kind[:-1]} {name!r}{hint}; installed: {installed}; "
+            f"more with: {_MORE.get(self.kind, 'pip install popmarl[all]')}"
+        )
+
+    def load(self, name: str) -> Any:
+        """Import and return the component class registered as ``name``."""
+        entry = self.entry(name)
+        try:
+            return entry.load()
+        except Exception as exc:  # any import-time failure of a third-party plugin
+            message = (
+                f"plugin {entry.distribution} {entry.version} failed to load {self.kind[:-1]} "
+                f"{name!r} ({entry.target}): {type(exc).__name__}: {exc}"
+            )
+            _plugin_problem(message)
+            raise UnknownComponentError(message) from exc
+
+    def with_component(self, name: str, obj: Any, *, distribution: str = "<local>") -> Registry:
+        """A new registry with ``obj`` registered as ``name`` (this one is unchanged)."""
+        entry = Entry(name=name, distribution=distribution, version="", target="<object>", obj=obj)
+        return attrs.evolve(self, entries={**self.entries, name: entry})
+
+    def check(self) -> dict[str, str | None]:
+        """Import every entry; map each name to its import error, or None when it loads."""
+        problems: dict[str, str | None] = {}
+        for name, entry in self.entries.items():
+            try:
+                entry.load()
+                problems[name] = None
+            except Exception as exc:
+                problems[name] = f"{type(exc).__name__}: {exc}"
+        return problems

@@ -1,0 +1,179 @@
+"""The run directory (DESIGN §6) and its checkpoints.
+
+Layout: ``config.yaml``, ``summary.json``, ``metrics.jsonl``, ``payoffs.npz``,
+``checkpoints/``. A checkpoint is committed by atomically replacing
+``checkpoints/state.json``; everything it references (frozen policies, the iteration's
+arrays) is written before it, so a kill at any point leaves the last commit intact.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from popmarl.atomic import json_default, write_json, write_npz, write_text
+from popmarl.errors import CheckpointError, ResumeError, UserError
+from popmarl.records import Weights
+
+RUN_FILES = ("config.yaml", "summary.json", "metrics.jsonl", "payoffs.npz", "checkpoints")
+FORMAT = 1
+
+
+class RunDirectory:
+    """Reads and writes one run's directory."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+
+    config_file = property(lambda self: self.path / "config.yaml")
+    summary_file = property(lambda self: self.path / "summary.json")
+    metrics_file = property(lambda self: self.path / "metrics.jsonl")
+    payoffs_file = property(lambda self: self.path / "payoffs.npz")
+    checkpoints = property(lambda self: self.path / "checkpoints")
+    state_file = property(lambda self: self.path / "checkpoints" / "state.json")
+
+    @classmethod
+    def check_new(cls, path: str | os.PathLike[str]) -> RunDirectory:
+        """Refuse a directory that is a file or already holds a run (nothing is written)."""
+        run = cls(path)
+        if run.path.exists() and not run.path.is_dir():
+            raise UserError(f"--out {run.path}: exists and is not a directory")
+        if run.path.is_dir() and any((run.path / name).exists() for name in RUN_FILES):
+            raise UserError(f"--out {run.path}: already holds a run; continue it with --resume {run.path}")
+        return run
+
+    def create(self, config_yaml: str) -> None:
+        """Make the directory and write the resolved config."""
+        try:
+            (self.checkpoints / "policies").mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UserError(f"--out {self.path}: cannot create ({exc.strerror})") from None
+        write_text(self.config_file, config_yaml)
+
+    @classmethod
+    def check_resume(cls, path: str | os.PathLike[str], config: Mapping[str, Any]) -> RunDirectory:
+        """Open a run to continue; its config must match ``config`` except in ``stopping``
+        and ``trackers``."""
+        import yaml
+
+        run = cls(path)
+        if not run.path.is_dir():
+            raise ResumeError(f"--resume {run.path}: no such run directory")
+        if not run.config_file.is_file():
+            raise ResumeError(f"--resume {run.path}: not a run directory (no config.yaml)")
+        if not run.state_file.is_file():
+            raise ResumeError(f"--resume {run.path}: has no checkpoint to resume from")
+        try:
+            saved = yaml.safe_load(run.config_file.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+            raise ResumeError(f"--resume {run.path}: config.yaml is unreadable ({exc.__class__.__name__})") from None
+        if not isinstance(saved, dict):
+            raise ResumeError(f"--resume {run.path}: config.yaml is not a mapping")
+        ignored = {"stopping", "trackers"}
+        different = sorted(k for k in set(saved) | set(config) if k not in ignored and saved.get(k) != config.get(k))
+        if different:
+            raise ResumeError(
+                f"--resume {run.path}: the run was made by a different config "
+                f"(differs in: {', '.join(different)}); only stopping and trackers may change"
+            )
+        return run
+
+    def update_config(self, config_yaml: str) -> None:
+        write_text(self.config_file, config_yaml)
+
+    # -- policies -----------------------------------------------------------------
+    def _policy_file(self, policy_id: str) -> Path:
+        population, index = policy_id.rsplit("/", 1)
+        return self.checkpoints / "policies" / population / f"{index}.npz"
+
+    def save_policy(self, policy_id: str, weights: Weights) -> None:
+        """Write a frozen policy's weights (once; policies never change)."""
+        path = self._policy_file(policy_id)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_npz(path, weights)
+
+    def load_policy(self, policy_id: str) -> dict[str, np.ndarray]:
+        path = self._policy_file(policy_id)
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                return {k: data[k] for k in data.files}
+        except (OSError, ValueError, EOFError) as exc:
+            raise CheckpointError(f"{path}: corrupt or missing policy checkpoint ({exc})") from None
+
+    # -- iteration state ------------------------------------------------------------
+    history_file = property(lambda self: self.path / "checkpoints" / "history.jsonl")
+
+    def commit(self, state: Mapping[str, Any], arrays: Mapping[str, np.ndarray],
+               new_history: Sequence[Mapping[str, Any]] = ()) -> Path:
+        """Write the iteration's arrays and history lines, then atomically point
+        ``state.json`` at them: the checkpoint holds ``state["iteration"]`` history lines."""
+        iteration = int(state["iteration"])
+        name = f"iter-{iteration:06d}.npz"
+        write_npz(self.checkpoints / name, arrays)
+        if new_history:
+            with open(self.history_file, "a", encoding="utf-8") as f:
+                f.write("".join(json.dumps(h, default=json_default) + "\n" for h in new_history))
+                f.flush()
+                os.fsync(f.fileno())
+        write_json(self.state_file, {"format": FORMAT, **state, "arrays": name})
+        for old in self.checkpoints.glob("iter-*.npz"):
+            if old.name != name:
+                old.unlink(missing_ok=True)
+        return self.checkpoints
+
+    def load_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        """The last committed state and its arrays."""
+        try:
+            state = json.loads(self.state_file.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise CheckpointError(f"{self.state_file}: corrupt checkpoint state ({exc})") from None
+        if not isinstance(state, dict) or state.get("format") != FORMAT or "arrays" not in state:
+            raise CheckpointError(f"{self.state_file}: not a popmarl checkpoint of format {FORMAT}")
+        path = self.checkpoints / str(state["arrays"])
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                arrays = {k: data[k] for k in data.files}
+        except (OSError, ValueError, EOFError) as exc:
+            raise CheckpointError(f"{path}: corrupt or missing checkpoint arrays ({exc})") from None
+        state["history"] = self._read_history(int(state.get("history_length", 0)))
+        return state, arrays
+
+    def _read_history(self, length: int) -> list[dict[str, Any]]:
+        """The first ``length`` committed history lines (later ones are uncommitted)."""
+        if length == 0:
+            return []
+        try:
+            lines = self.history_file.read_text(encoding="utf-8").splitlines()[:length]
+            history = [json.loads(line) for line in lines]
+        except (OSError, ValueError) as exc:
+            raise CheckpointError(f"{self.history_file}: corrupt checkpoint history ({exc})") from None
+        if len(history) != length:
+            raise CheckpointError(f"{self.history_file}: truncated ({len(history)} of {length} lines)")
+        return history
+
+    def truncate_history(self, history: Sequence[Mapping[str, Any]]) -> None:
+        """Drop uncommitted history lines (before continuing a resumed run)."""
+        write_text(self.history_file, "".join(json.dumps(h, default=json_default) + "\n" for h in history))
+
+    def append_metrics(self, line: Mapping[str, Any]) -> None:
+        """Add one completed iteration's line to ``metrics.jsonl``."""
+        with open(self.metrics_file, "a", encoding="utf-8") as f:
+            f.write(json.dumps(line, default=json_default) + "\n")
+
+    def restore_metrics(self, history: list[Mapping[str, Any]]) -> None:
+        """Rewrite ``metrics.jsonl`` as exactly the committed iterations' lines."""
+        write_text(self.metrics_file, "".join(json.dumps(h, default=json_default) + "\n" for h in history))
+
+    def write_summary(self, summary: Mapping[str, Any]) -> None:
+        write_json(self.summary_file, summary)
+
+    def read_summary(self) -> dict[str, Any]:
+        try:
+            return json.loads(self.summary_file.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise UserError(f"{self.summary_file}: missing or unreadable ({exc.__class__.__name__})") from None

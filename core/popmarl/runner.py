@@ -1,0 +1,98 @@
+"""Build a run's components from its config and drive its scenario.
+
+Everything that can fail on bad input (component construction, agent mapping, the run
+directory checks) happens before anything is written.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+from popmarl import registries
+from popmarl.algorithm import Algorithm, PolicySpace
+from popmarl.backend import Backend, Components, RunSetup
+from popmarl.config import RunConfig, dump, to_dict
+from popmarl.env import Env
+from popmarl.errors import ConfigError
+from popmarl.plugins import Hooks, make_plugin_manager
+from popmarl.population import AgentMapping
+from popmarl.records import RunInfo
+from popmarl.rundir import RunDirectory
+from popmarl.scenario import RunContext, Scenario
+from popmarl.solver import MetaSolver
+
+_POPULATION_NAME = re.compile(r"[A-Za-z0-9_.-]+")
+
+
+def build(kind: str, spec: Any, path: str) -> Any:
+    """An instance of a configured component; a bad value becomes a ConfigError at ``path``."""
+    try:
+        return registries.component(kind, spec.name, spec.params)
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(f"{path}: {spec.name}: {exc}") from None
+
+
+def policy_spaces(env: Env, mapping: AgentMapping) -> dict[str, PolicySpace]:
+    """Each population's spaces; its agents must share them."""
+    spaces: dict[str, PolicySpace] = {}
+    for population in mapping.populations:
+        if not _POPULATION_NAME.fullmatch(population):
+            raise ConfigError(f"agents.mapping: population name {population!r} may use only letters, digits, _ . -")
+        agents = mapping.agents_of(population)
+        obs = {a: env.observation_space(a) for a in agents}
+        act = {a: env.action_space(a) for a in agents}
+        first = agents[0]
+        for agent in agents[1:]:
+            if obs[agent] != obs[first] or act[agent] != act[first]:
+                raise ConfigError(
+                    f"agents.mapping: population {population!r} maps {first} and {agent}, whose spaces differ "
+                    f"({obs[first]}, {act[first]} vs {obs[agent]}, {act[agent]}); map them to different populations"
+                )
+        spaces[population] = PolicySpace(population=population, agents=agents,
+                                         observation_space=obs[first], action_space=act[first])
+    return spaces
+
+
+def default_out(config: RunConfig) -> Path:
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    return Path("runs") / f"{config.scenario.name}-{config.env.name}-{stamp}"
+
+
+def run(config: RunConfig, out: str | None = None, *, resume: str | None = None) -> dict[str, Any]:
+    """Run ``config`` into ``out`` (or continue the run in ``resume``); return the summary."""
+    resolved = to_dict(config)
+    if resume is not None:
+        run_dir = RunDirectory.check_resume(resume, resolved)
+    else:
+        run_dir = RunDirectory.check_new(out if out is not None else default_out(config))
+    env: Env = build("envs", config.env, "env.params")
+    algorithm: Algorithm = build("algorithms", config.algorithm, "algorithm.params")
+    solver: MetaSolver = build("solvers", config.solver, "solver.params")
+    backend: Backend = build("backends", config.backend, "backend.params")
+    scenario: Scenario = build("scenarios", config.scenario, "scenario.params")
+    trackers = [build("trackers", t, f"trackers[{i}].params") for i, t in enumerate(config.trackers)]
+    mapping = AgentMapping.resolve(config.agents.mapping, env.agents)
+    spaces = policy_spaces(env, mapping)
+    if resume is not None:
+        run_dir.load_state()  # a corrupt checkpoint is reported before anything changes
+        run_dir.update_config(dump(config))
+    else:
+        run_dir.create(dump(config))
+    info = RunInfo(run_dir=str(run_dir.path), scenario=config.scenario.name, seed=config.seed, config=resolved,
+                   populations=mapping.populations, resumed=resume is not None,
+                   start_iteration=int(run_dir.load_state()[0]["iteration"]) if resume is not None else 0)
+    hooks = Hooks(make_plugin_manager(trackers))
+    setup = RunSetup(env_name=config.env.name, env_params=dict(config.env.params),
+                     algorithm_name=config.algorithm.name, algorithm_params=dict(config.algorithm.params),
+                     mapping=mapping, spaces=spaces, seed=config.seed,
+                     num_envs=config.evaluation.num_envs, exact_evaluation=config.evaluation.exact)
+    backend.start(setup, Components(env=env, algorithm=algorithm))
+    context = RunContext(config=config, info=info, run_dir=run_dir, hooks=hooks, env=env, algorithm=algorithm,
+                         solver=solver, backend=backend, mapping=mapping, spaces=spaces, resume=resume is not None)
+    try:
+        return scenario.run(context)
+    finally:
+        backend.close()

@@ -1,0 +1,50 @@
+"""The template every solver of this package follows: validate, solve, clean, measure."""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from collections.abc import Mapping
+
+import numpy as np
+
+from popmarl.metagame import check_payoffs
+from popmarl.solver import MetaSolver, SolverResult, solution_metrics
+
+from popmarl_solvers.games import normalize
+from popmarl_solvers.symmetric import use_symmetric
+
+Mixtures = tuple[np.ndarray, ...]
+Extra = Mapping[str, float | str]
+
+
+class Solver(MetaSolver):
+    """A meta-solver whose answer always comes with its measured regret.
+
+    Subclasses implement :meth:`_solve`; this class checks the payoffs, resolves the
+    ``symmetric`` option (when the Config has one), answers trivial games, makes each
+    mixture a probability vector and reports ``meta_nash_conv`` next to the subclass's
+    own metrics (``solver_method``, ``solver_iterations``, ...).
+    """
+
+    def solve(self, payoffs: np.ndarray) -> tuple[np.ndarray, ...]:
+        """One mixture per population (see :meth:`solve_detailed` for the metrics)."""
+        return self.solve_detailed(payoffs).mixtures
+
+    def solve_detailed(self, payoffs: np.ndarray) -> SolverResult:
+        """Solve ``payoffs`` shaped ``[n, |S_1|, ..., |S_n|]`` and measure the answer."""
+        payoffs = check_payoffs(payoffs)
+        symmetric = use_symmetric(getattr(self.config, "symmetric", False), payoffs)
+        if all(k == 1 for k in payoffs.shape[1:]):
+            mixtures: Mixtures = tuple(np.ones(1) for _ in payoffs.shape[1:])
+            extra: Extra = {"solver_method": "trivial", "solver_iterations": 0}
+        else:
+            mixtures, extra = self._solve(payoffs, symmetric)
+        mixtures = tuple(normalize(m) for m in mixtures)
+        metrics = solution_metrics(payoffs, mixtures)
+        metrics["solver_symmetric"] = float(symmetric)
+        metrics.update(extra)
+        return SolverResult(mixtures=mixtures, metrics=metrics)
+
+    @abstractmethod
+    def _solve(self, payoffs: np.ndarray, symmetric: bool) -> tuple[Mixtures, Extra]:
+        """Mixtures for checked ``payoffs`` (not all 1×…×1) and the extra metrics."""

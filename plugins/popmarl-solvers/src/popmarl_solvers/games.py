@@ -1,0 +1,79 @@
+"""The meta-game as the iterative solvers see it: populations, deviation payoffs, clean-up.
+
+A game is either the full ``[n, |S_1|, ..., |S_n|]`` payoff tensor (one population per
+player) or, for a symmetric two-player game, a single population playing against itself
+(``payoffs[0] @ x``). The dynamics (replicator, regret matching, fictitious play) are
+written once against :class:`MetaGame` and work for both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from popmarl.metagame import nash_conv
+
+
+class MetaGame:
+    """Deviation payoffs of each solved population, and the map back to every player."""
+
+    def __init__(self, payoffs: np.ndarray, *, symmetric: bool = False) -> None:
+        self.payoffs = payoffs
+        self.symmetric = symmetric
+        self.n_players = payoffs.shape[0]
+        self.sizes: tuple[int, ...] = (payoffs.shape[1],) if symmetric else tuple(payoffs.shape[1:])
+
+    def uniform(self) -> list[np.ndarray]:
+        """The uniform mixture of every solved population."""
+        return [np.full(k, 1.0 / k) for k in self.sizes]
+
+    def deviations(self, mixtures: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """Per solved population, each pure strategy's payoff against the others' mixtures."""
+        if self.symmetric:
+            return [self.payoffs[0] @ mixtures[0]]
+        if self.n_players == 2:  # the common case, two mat-vecs
+            return [self.payoffs[0] @ mixtures[1], mixtures[0] @ self.payoffs[1]]
+        return contract(self.payoffs, mixtures)
+
+    def expand(self, mixtures: Sequence[np.ndarray]) -> tuple[np.ndarray, ...]:
+        """One mixture per player of the original game (the symmetric one is repeated)."""
+        if self.symmetric:
+            return tuple(mixtures[0] for _ in range(self.n_players))
+        return tuple(mixtures)
+
+    def nash_conv(self, mixtures: Sequence[np.ndarray]) -> float:
+        """NashConv of ``mixtures`` (solved populations) on the original game."""
+        return nash_conv(self.payoffs, self.expand(mixtures))
+
+
+def contract(payoffs: np.ndarray, mixtures: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """Deviation payoffs of every player of an n-player tensor, by mat-vec products.
+
+    Same result as :func:`popmarl.metagame.deviation_payoffs`, several times faster on
+    small tensors (the inner loops of the iterative solvers and of Newton's method).
+    """
+    out = []
+    for k, tensor in enumerate(payoffs):
+        t = tensor
+        for j in range(len(mixtures) - 1, k, -1):  # trailing axes: T @ x_j
+            t = t @ mixtures[j]
+        for j in range(k):  # leading axes: x_j @ T (T flattened past its first axis)
+            t = (mixtures[j] @ t.reshape(t.shape[0], -1)).reshape(t.shape[1:])
+        out.append(t)
+    return out
+
+
+def normalize(mixture: np.ndarray) -> np.ndarray:
+    """Clip round-off negatives and rescale to sum 1 (uniform if nothing is left)."""
+    p = np.clip(np.asarray(mixture, dtype=float), 0.0, None)
+    total = p.sum()
+    if not np.isfinite(total) or total <= 0.0:
+        return np.full(p.shape, 1.0 / p.size)
+    return p / total
+
+
+def payoff_scale(payoffs: np.ndarray) -> float:
+    """The largest payoff range of any player, at least 1: tolerances are relative to it."""
+    ranges = [float(np.ptp(p)) for p in payoffs]
+    return max([1.0, *ranges])
