@@ -27,6 +27,7 @@ class RunSetup:
     spaces: Mapping[str, PolicySpace]
     seed: int
     num_envs: int = 64
+    train_num_envs: int = 32
     exact_evaluation: str = "auto"
 
 

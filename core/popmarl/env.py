@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 import attrs
 import numpy as np
@@ -71,6 +72,15 @@ class Env(Component):
     @abstractmethod
     def vector(self, *, num_envs: int, seed: int) -> VectorEnv:
         """A vector of ``num_envs`` games seeded with ``seed``."""
+
+    #: Whether the game is two-player zero-sum (then exploitability = NashConv / 2).
+    zero_sum: bool = False
+
+    def export_policy(self, profile: MixedProfile, directory: Path) -> list[str]:
+        """Write env-specific files describing the final meta-strategy (e.g. OpenSpiel's
+        ``final_policy.json``) into the run directory; return their names. Envs with no
+        such format write nothing."""
+        return []
 
 
 class ExactEnv(Env):

@@ -30,6 +30,7 @@ class Executor:
         self.env = components.env
         self.algorithm = components.algorithm
         self.rollout = RolloutWorker(env=self.env, num_envs=setup.num_envs)
+        self.train_rollout = RolloutWorker(env=self.env, num_envs=setup.train_num_envs)
         self.policies: dict[str, Policy] = {}
 
     def add_policy(self, policy_id: str, weights: Weights) -> None:
@@ -44,7 +45,7 @@ class Executor:
 
     def train(self, task: TrainTask) -> TrainResult:
         space = self.setup.spaces[task.spec.population]
-        agent = AgentInterface(space=space, algorithm=self.algorithm, env=self.env, rollout=self.rollout)
+        agent = AgentInterface(space=space, algorithm=self.algorithm, env=self.env, rollout=self.train_rollout)
         return agent.train(task, self.policy)
 
     @property

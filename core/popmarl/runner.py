@@ -76,19 +76,21 @@ def run(config: RunConfig, out: str | None = None, *, resume: str | None = None)
     trackers = [build("trackers", t, f"trackers[{i}].params") for i, t in enumerate(config.trackers)]
     mapping = AgentMapping.resolve(config.agents.mapping, env.agents)
     spaces = policy_spaces(env, mapping)
+    start_iteration = 0
     if resume is not None:
-        run_dir.load_state()  # a corrupt checkpoint is reported before anything changes
+        # A corrupt checkpoint is reported before anything changes.
+        start_iteration = int(run_dir.load_state()[0]["iteration"])
         run_dir.update_config(dump(config))
     else:
         run_dir.create(dump(config))
     info = RunInfo(run_dir=str(run_dir.path), scenario=config.scenario.name, seed=config.seed, config=resolved,
-                   populations=mapping.populations, resumed=resume is not None,
-                   start_iteration=int(run_dir.load_state()[0]["iteration"]) if resume is not None else 0)
+                   populations=mapping.populations, resumed=resume is not None, start_iteration=start_iteration)
     hooks = Hooks(make_plugin_manager(trackers))
     setup = RunSetup(env_name=config.env.name, env_params=dict(config.env.params),
                      algorithm_name=config.algorithm.name, algorithm_params=dict(config.algorithm.params),
                      mapping=mapping, spaces=spaces, seed=config.seed,
-                     num_envs=config.evaluation.num_envs, exact_evaluation=config.evaluation.exact)
+                     num_envs=config.evaluation.num_envs, train_num_envs=config.training.num_envs,
+                     exact_evaluation=config.evaluation.exact)
     backend.start(setup, Components(env=env, algorithm=algorithm))
     context = RunContext(config=config, info=info, run_dir=run_dir, hooks=hooks, env=env, algorithm=algorithm,
                          solver=solver, backend=backend, mapping=mapping, spaces=spaces, resume=resume is not None)

@@ -139,6 +139,7 @@ class MatrixEnv(ExactEnv):
         super().__init__(**kwargs)  # type: ignore[arg-type]
         self.payoffs = payoff_tensor(self.config)
         self._agents = tuple(f"player_{k}" for k in range(self.payoffs.shape[0]))
+        self.zero_sum = len(self._agents) == 2 and bool(np.allclose(self.payoffs.sum(axis=0), 0.0))
 
     @property
     def agents(self) -> tuple[str, ...]:

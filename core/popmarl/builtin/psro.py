@@ -63,6 +63,8 @@ class PSRO(Scenario):
             status, reason = "stopped", "interrupted"
             raise
         finally:
+            if state is not None:
+                context.env.export_policy(self._mixed_profile(state), context.run_dir.path)
             summary = self.summary(state, status, reason)
             context.run_dir.write_summary(summary)
             context.hooks.run_end(context.info, summary)
