@@ -81,9 +81,9 @@ def _cmd_show(args: argparse.Namespace) -> int:
     if not run.path.is_dir():
         raise UserError(f"{run.path}: no such run directory")
     summary = run.read_summary()
-    print(f"run        {run.path}")
+    print(f"{'run':<16}{run.path}")
     for key in ("scenario", "status", "iterations", "nash_conv", "exploitability", "env_steps", "wall_time_s"):
-        print(f"{key:<11}{summary.get(key)}")
+        print(f"{key:<16}{summary.get(key)}")
     for population, info in summary.get("populations", {}).items():
         mixture = " ".join(f"{p:.3f}" for p in info.get("meta_strategy", []))
         print(f"population {population}: {len(info.get('policies', []))} policies; meta-strategy [{mixture}]")
