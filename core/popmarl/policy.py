@@ -31,17 +31,19 @@ class Policy(ABC):
 
 class ExplicitPolicy(Policy):
     """A policy whose action probabilities can be read off, so games small enough can be
-    evaluated exactly. ``act`` samples them (``explore``) or takes the most likely action."""
+    evaluated exactly and exported as tabular policies.
+
+    :meth:`probabilities` is the policy's evaluation behaviour (a greedy learner returns
+    one-hot rows); ``act`` samples it. Learners override ``act`` to explore when
+    ``explore`` is true.
+    """
 
     @abstractmethod
     def probabilities(self, batch: Observations) -> np.ndarray:
         """``[len(batch), n_actions]`` action probabilities, zero on illegal actions."""
 
     def act(self, batch: Observations, *, explore: bool, rng: np.random.Generator) -> np.ndarray:
-        probs = self.probabilities(batch)
-        if not explore:
-            return probs.argmax(axis=1)
-        return sample_rows(probs, rng)
+        return sample_rows(self.probabilities(batch), rng)
 
 
 def sample_rows(probs: np.ndarray, rng: np.random.Generator) -> np.ndarray:

@@ -2,11 +2,13 @@
 
 Each population's mixture follows the replicator equation ``x += dt * x * (u - x·u)``
 (``u`` = its strategies' payoffs against the others' current mixtures, all populations
-updated simultaneously), then is projected back onto the γ-floored simplex: entries
-below ``gamma`` are raised to ``gamma`` and the vector renormalised. The floor keeps
-every strategy explored, which is what PSRO needs from its meta-solver. The answer is the
-average of the last ``average_over_last`` iterates (all of them by default), exactly as
-OpenSpiel's ``projected_replicator_dynamics`` computes it with the same defaults.
+updated simultaneously), then is projected back onto the γ-floored simplex ``{x >= gamma, sum x = 1}``
+(Euclidean projection; or, with ``approximate_projection``, entries below ``gamma`` are
+raised to it and the vector renormalised). The floor keeps every strategy explored, which
+is what PSRO needs from its meta-solver. The answer is the average of the last
+``average_over_last`` iterates (all of them, the initial uniform one included, by
+default) — what OpenSpiel's ``projected_replicator_dynamics`` returns for the same
+parameters; the defaults are OpenSpiel's.
 """
 
 from __future__ import annotations
@@ -20,27 +22,46 @@ from popmarl_solvers.games import MetaGame
 from popmarl_solvers.symmetric import SymmetricOption, validate_symmetric
 
 
+def project_simplex(v: np.ndarray, gamma: float) -> np.ndarray:
+    """Euclidean projection of ``v`` onto ``{x : x >= gamma, sum x = 1}`` (sort-based)."""
+    n = v.size
+    if n * gamma >= 1.0:
+        return np.full(n, 1.0 / n)
+    mass = 1.0 - n * gamma
+    u = np.sort(v - gamma)[::-1]
+    shifts = (np.cumsum(u) - mass) / np.arange(1, n + 1)
+    k = np.flatnonzero(u > shifts)[-1]
+    return np.maximum(v - gamma - shifts[k], 0.0) + gamma
+
+
+def clip_simplex(v: np.ndarray, gamma: float) -> np.ndarray:
+    """OpenSpiel's approximate projection: raise entries below ``gamma``, renormalise."""
+    x = np.maximum(v, gamma)
+    return x / x.sum()
+
+
 def projected_replicator_dynamics(
     game: MetaGame,
     iterations: int,
     dt: float,
     gamma: float,
     average_over_last: int | None = None,
+    approximate_projection: bool = False,
     initial: list[np.ndarray] | None = None,
 ) -> list[np.ndarray]:
-    """Run PRD on ``game`` from ``initial`` (uniform) and return the averaged mixtures."""
+    """Run PRD on ``game`` from ``initial`` (uniform); average the last iterates.
+
+    The sequence averaged is the initial mixture and the ``iterations`` updates after it;
+    ``average_over_last`` keeps only its tail (None: all of it), as OpenSpiel does.
+    """
+    project = clip_simplex if approximate_projection else project_simplex
     xs = [x.copy() for x in initial] if initial is not None else game.uniform()
-    window = min(average_over_last or iterations, iterations)
-    totals = [np.zeros_like(x) for x in xs]
-    for t in range(iterations):
+    window = min(average_over_last or iterations + 1, iterations + 1)
+    totals = [x.copy() if window == iterations + 1 else np.zeros_like(x) for x in xs]
+    for t in range(1, iterations + 1):
         devs = game.deviations(xs)
-        new = []
-        for x, u in zip(xs, devs, strict=True):
-            x = x + dt * x * (u - u @ x)
-            np.maximum(x, gamma, out=x)
-            new.append(x / x.sum())
-        xs = new
-        if t >= iterations - window:
+        xs = [project(x + dt * x * (u - u @ x), gamma) for x, u in zip(xs, devs, strict=True)]
+        if t > iterations - window:
             for total, x in zip(totals, xs, strict=True):
                 total += x
     return [total / window for total in totals]
@@ -56,6 +77,7 @@ class PRDConfig:
     average_over_last: int | None = attrs.field(
         default=None, validator=v.optional([v.instance_of(int), v.ge(1)])
     )
+    approximate_projection: bool = attrs.field(default=False, validator=v.instance_of(bool))
     symmetric: SymmetricOption = attrs.field(default="auto", validator=validate_symmetric)
 
 
@@ -67,5 +89,7 @@ class ProjectedReplicatorDynamics(Solver):
     def _solve(self, payoffs: np.ndarray, symmetric: bool) -> tuple[Mixtures, Extra]:
         c = self.config
         game = MetaGame(payoffs, symmetric=symmetric)
-        xs = projected_replicator_dynamics(game, c.iterations, c.dt, c.gamma, c.average_over_last)
+        xs = projected_replicator_dynamics(
+            game, c.iterations, c.dt, c.gamma, c.average_over_last, c.approximate_projection
+        )
         return game.expand(xs), {"solver_method": "prd", "solver_iterations": c.iterations}
