@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Callable
 
 import numpy as np
@@ -10,8 +11,10 @@ import numpy as np
 from popmarl.algorithm import Algorithm, BestResponseProblem, PolicySpace
 from popmarl.env import Env, MixedProfile
 from popmarl.policy import Policy
-from popmarl.records import TrainResult, TrainTask
+from popmarl.records import TrainBudget, TrainResult, TrainTask, Weights
 from popmarl.rollout import RolloutWorker
+from popmarl.servers import EpisodeServer, ParameterServer
+from popmarl.trainer import Trainer
 
 
 class AgentInterface:
@@ -19,11 +22,22 @@ class AgentInterface:
     fresh policy trained by rollouts against the meta-strategy, or (for algorithms that
     neither answer nor train, like ``random``) the fresh policy itself."""
 
-    def __init__(self, *, space: PolicySpace, algorithm: Algorithm, env: Env, rollout: RolloutWorker) -> None:
+    def __init__(
+        self,
+        *,
+        space: PolicySpace,
+        algorithm: Algorithm,
+        env: Env,
+        rollout: RolloutWorker,
+        params: ParameterServer | None = None,
+        data: EpisodeServer | None = None,
+    ) -> None:
         self.space = space
         self.algorithm = algorithm
         self.env = env
         self.rollout = rollout
+        self.params = params if params is not None else ParameterServer()
+        self.data = data if data is not None else EpisodeServer()
 
     def train(self, task: TrainTask, policy_of: Callable[[str], Policy]) -> TrainResult:
         """Run ``task``; ``policy_of`` resolves the opponents' frozen policy ids."""
@@ -40,44 +54,73 @@ class AgentInterface:
             return TrainResult(spec=task.spec, weights=policy.get_weights())
         return self._train_by_rollouts(task, policy, trainer, opponents)
 
-    def _train_by_rollouts(self, task, policy, trainer, opponents: MixedProfile) -> TrainResult:  # type: ignore[no-untyped-def]
+    def _train_by_rollouts(self, task: TrainTask, learner: Policy, trainer: Trainer,
+                           opponents: MixedProfile) -> TrainResult:
+        """Collect with the newest published weights, update, publish; until the budget
+        or the windowed target is reached. The trainer updates ``learner``; the rollouts
+        act with a separate copy that pulls new versions from the parameter server."""
         budget = task.budget
-        pools = {
-            agent: ([p for p, _ in mix], np.array([w for _, w in mix]) / sum(w for _, w in mix))
-            for agent, mix in opponents.items()
-        }
+        key = task.spec.policy_id
+        pools = {agent: ([p for p, _ in mix], _normalised([w for _, w in mix])) for agent, mix in opponents.items()}
+        self.params.push(key, learner.get_weights())
+        actor = self.algorithm.make_policy(space=self.space, seed=task.seed)
+        version = 0
+        window: deque[float] = deque(maxlen=budget.window)
+        best_score, best_weights = -np.inf, None
         start = time.monotonic()
-        env_steps = episodes = 0
+        env_steps = episodes = updates = 0
         metrics: dict[str, float] = {}
-        round_ = 0
         while True:
-            remaining_steps = None if budget.max_env_steps is None else budget.max_env_steps - env_steps
-            remaining_eps = None if budget.max_episodes is None else budget.max_episodes - episodes
-            chunk = budget.episodes_per_update if remaining_eps is None else min(budget.episodes_per_update, remaining_eps)
-            batch, steps = self.rollout.explore(
-                learner=policy,
-                learner_agents=self.space.agents,
-                opponents=pools,
-                max_episodes=chunk,
-                max_steps=remaining_steps,
-                seed=task.seed + 7919 * (round_ + 1),
+            pulled = self.params.pull(key, version)
+            if pulled is not None:
+                version, weights = pulled
+                actor.set_weights(weights)
+            chunk = budget.episodes_per_update
+            if budget.max_episodes is not None:
+                chunk = min(chunk, budget.max_episodes - episodes)
+            collected, steps = self.rollout.explore(
+                learner=actor, learner_agents=self.space.agents, opponents=pools, max_episodes=chunk,
+                max_steps=None if budget.max_env_steps is None else budget.max_env_steps - env_steps,
+                seed=task.seed + 7919 * (updates + 1), self_play=budget.self_play,
             )
             env_steps += steps
-            episodes += len(batch)
+            episodes += len(collected)
+            window.extend(e.episode_return for e in collected)
+            self.data.put(collected)
+            batch = self.data.take()
             if batch:
                 metrics = {k: float(v) for k, v in trainer.update(batch).items()}
-            round_ += 1
-            if _exhausted(budget, env_steps, episodes, time.monotonic() - start) or not batch:
+                updates += 1
+                self.params.push(key, learner.get_weights())
+            if budget.keep == "best" and len(window) == window.maxlen and np.mean(window) > best_score:
+                best_score, best_weights = float(np.mean(window)), learner.get_weights()
+            if _done(budget, env_steps, episodes, time.monotonic() - start, window) or not collected:
                 break
-        metrics["train_time_s"] = time.monotonic() - start
-        return TrainResult(spec=task.spec, weights=policy.get_weights(), env_steps=env_steps, episodes=episodes, metrics=metrics)
+        metrics.update({
+            "train_time_s": time.monotonic() - start, "updates": float(updates),
+            "window_return": float(np.mean(window)) if window else 0.0,
+            "window_win_rate": float(np.mean(np.asarray(window) > 0)) if window else 0.0,
+        })
+        final: Weights = best_weights if best_weights is not None else learner.get_weights()
+        return TrainResult(spec=task.spec, weights=final, env_steps=env_steps, episodes=episodes, metrics=metrics)
 
 
-def _exhausted(budget, env_steps: int, episodes: int, elapsed: float) -> bool:  # type: ignore[no-untyped-def]
+def _normalised(weights: list[float]) -> np.ndarray:
+    w = np.asarray(weights, dtype=float)
+    return w / w.sum()
+
+
+def _done(budget: TrainBudget, env_steps: int, episodes: int, elapsed: float, window: deque[float]) -> bool:
+    """Whether any stopping condition of ``budget`` holds."""
     if budget.max_env_steps is not None and env_steps >= budget.max_env_steps:
         return True
     if budget.max_episodes is not None and episodes >= budget.max_episodes:
         return True
     if budget.max_wall_time_s is not None and elapsed >= budget.max_wall_time_s:
         return True
-    return budget.max_env_steps is None and budget.max_episodes is None and budget.max_wall_time_s is None
+    if len(window) == window.maxlen:
+        if budget.target_return is not None and np.mean(window) >= budget.target_return:
+            return True
+        if budget.target_win_rate is not None and np.mean(np.asarray(window) > 0) >= budget.target_win_rate:
+            return True
+    return False

@@ -53,13 +53,19 @@ class StoppingConfig:
 
 @attrs.frozen(kw_only=True)
 class TrainingConfig:
-    """Budget of one oracle training run (learning algorithms only)."""
+    """One oracle training run (learning algorithms only): its budget, its early stop on
+    a windowed return or win rate, which snapshot it keeps, and how it plays."""
 
     max_env_steps: int | None = attrs.field(default=20_000, validator=_optional(ge1))
     max_episodes: int | None = attrs.field(default=None, validator=_optional(ge1))
     max_wall_time_s: float | None = attrs.field(default=None, validator=_optional(gt0))
     episodes_per_update: int = attrs.field(default=32, validator=ge1)
     num_envs: int = attrs.field(default=32, validator=ge1)
+    window: int = attrs.field(default=100, validator=ge1)
+    target_return: float | None = None
+    target_win_rate: float | None = attrs.field(default=None, validator=_optional(attrs.validators.and_(ge0, attrs.validators.le(1))))
+    keep: Literal["last", "best"] = "last"
+    self_play: float = attrs.field(default=0.0, validator=attrs.validators.and_(ge0, attrs.validators.le(1)))
 
 
 @attrs.frozen(kw_only=True)

@@ -22,7 +22,8 @@ class Policy(ABC):
 
     @abstractmethod
     def get_weights(self) -> Weights:
-        """The policy's parameters as named numpy arrays."""
+        """A snapshot of the policy's parameters as named numpy arrays (copies: later
+        updates must not change them)."""
 
     @abstractmethod
     def set_weights(self, weights: Weights) -> None:

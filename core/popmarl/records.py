@@ -68,12 +68,24 @@ class Opponents:
 
 @attrs.frozen(kw_only=True)
 class TrainBudget:
-    """When one oracle training run stops."""
+    """When one oracle training run stops, and what it keeps.
+
+    Training ends at the first of: ``max_env_steps``, ``max_episodes``,
+    ``max_wall_time_s``, or the mean return (``target_return``) or win rate (return > 0,
+    ``target_win_rate``) over the last ``window`` episodes reaching its target. ``keep``:
+    the ``last`` weights, or the ``best`` by windowed mean return at an update.
+    ``self_play``: the share of episodes played against the learner itself.
+    """
 
     max_env_steps: int | None = None
     max_episodes: int | None = None
     max_wall_time_s: float | None = None
     episodes_per_update: int = 32
+    window: int = 100
+    target_return: float | None = None
+    target_win_rate: float | None = None
+    keep: str = "last"
+    self_play: float = 0.0
 
 
 @attrs.frozen(kw_only=True)

@@ -2,7 +2,8 @@
 
 ``evaluate`` fills payoff entries (many profiles share one vector of games); ``explore``
 plays a learner against opponents drawn from the meta-strategy once per episode and
-keeps the learner's transitions.
+keeps the learner's transitions. Which policy plays which agent in which game is an
+integer table, so grouping the rows of a decision by policy is a few numpy calls.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from popmarl.records import Episode, Observations
 #: Given a game slot, the policy of each agent for that slot's next episode, or None
 #: when no more episodes should start.
 Assigner = Callable[[int], "Mapping[str, Policy] | None"]
+IDLE = -1
 
 
 class _Recorder:
@@ -39,25 +41,55 @@ class _Recorder:
             self.rewards[slot].append(0.0)
 
     def reward(self, slot: int, reward: float) -> None:
-        if self.rewards[slot] and reward:
+        if self.rewards[slot]:
             self.rewards[slot][-1] += reward
 
     def finish(self, slot: int, episode_return: float, truncated: bool) -> Episode | None:
-        obs, actions = self.obs[slot], self.actions[slot]
+        obs = self.obs[slot]
         episode = None
         if obs:
             episode = Episode(
                 agent=self.agent,
                 obs=np.stack(obs),
-                actions=np.asarray(actions),
+                actions=np.asarray(self.actions[slot]),
                 rewards=np.asarray(self.rewards[slot], dtype=np.float32),
                 masks=np.stack(self.masks[slot]) if self.masks[slot] else None,
                 terminated=not truncated,
                 truncated=truncated,
                 episode_return=float(episode_return),
             )
-        self.obs[slot], self.actions[slot], self.masks[slot], self.rewards[slot] = [], [], [], []
+        self.clear(slot)
         return episode
+
+    def clear(self, slot: int) -> None:
+        self.obs[slot], self.actions[slot], self.masks[slot], self.rewards[slot] = [], [], [], []
+
+
+class _Table:
+    """Which policy (an index into ``policies``) plays each agent in each game slot."""
+
+    def __init__(self, agents: Sequence[str], num_envs: int) -> None:
+        self.policies: list[Policy] = []
+        self._index_of: dict[int, int] = {}
+        self.code = {a: np.full(num_envs, IDLE, dtype=np.int64) for a in agents}
+
+    def assign(self, slot: int, profile: Mapping[str, Policy] | None) -> None:
+        for agent, codes in self.code.items():
+            if profile is None:
+                codes[slot] = IDLE
+                continue
+            policy = profile[agent]
+            key = id(policy)
+            if key not in self._index_of:
+                self._index_of[key] = len(self.policies)
+                self.policies.append(policy)
+            codes[slot] = self._index_of[key]
+
+    def active(self, slot: int) -> bool:
+        return any(codes[slot] != IDLE for codes in self.code.values())
+
+    def any_active(self) -> bool:
+        return any(bool((codes != IDLE).any()) for codes in self.code.values())
 
 
 class RolloutWorker:
@@ -76,24 +108,24 @@ class RolloutWorker:
         n_entries = len(profiles)
         started = np.zeros(n_entries, int)
         totals = np.zeros((n_entries, len(self.agents)))
-        entry_of = np.full(self.num_envs, -1)
-        cursor = [0]
+        entry_of = np.full(self.num_envs, IDLE)
+        cursor = 0
 
         def assign(slot: int) -> Mapping[str, Policy] | None:
-            while cursor[0] < n_entries and started[cursor[0]] >= episodes:
-                cursor[0] += 1
-            if cursor[0] >= n_entries:
-                entry_of[slot] = -1
+            nonlocal cursor
+            while cursor < n_entries and started[cursor] >= episodes:
+                cursor += 1
+            if cursor >= n_entries:
+                entry_of[slot] = IDLE
                 return None
-            entry = cursor[0]
-            started[entry] += 1
-            entry_of[slot] = entry
-            return profiles[entry]
+            started[cursor] += 1
+            entry_of[slot] = cursor
+            return profiles[cursor]
 
         def finish(slot: int, returns: np.ndarray, truncated: bool) -> None:
             totals[entry_of[slot]] += returns
 
-        steps = self._play(assign, finish, seed=seed, explore=False, recorders=())
+        steps = self._play(assign, finish, seed=seed, explore=False)
         return totals / max(episodes, 1), steps
 
     def explore(
@@ -105,43 +137,38 @@ class RolloutWorker:
         max_episodes: int | None,
         max_steps: int | None,
         seed: int,
-        on_episode: Callable[[Episode], None] | None = None,
+        self_play: float = 0.0,
     ) -> tuple[list[Episode], int]:
         """Play ``learner`` in one of ``learner_agents`` per episode (chosen uniformly, so
         a shared policy plays every seat) against opponents drawn from their mixtures
-        once per episode; return the learner's episodes and the env steps taken."""
+        once per episode (with probability ``self_play``, against itself); return the
+        learner's finished episodes and the env steps taken."""
         rng = np.random.default_rng(seed)
         episodes: list[Episode] = []
-        started = [0]
-        steps_box = [0]
+        started = 0
+        steps_so_far = [0]
 
         def assign(slot: int) -> Mapping[str, Policy] | None:
-            if max_episodes is not None and started[0] >= max_episodes:
+            nonlocal started
+            if max_episodes is not None and started >= max_episodes:
                 return None
-            if max_steps is not None and steps_box[0] >= max_steps:
+            if max_steps is not None and steps_so_far[0] >= max_steps:
                 return None
-            started[0] += 1
+            started += 1
             seat = learner_agents[int(rng.integers(len(learner_agents)))]
+            mirror = self_play > 0 and rng.random() < self_play
             profile: dict[str, Policy] = {}
             for agent in self.agents:
-                if agent == seat:
+                if agent == seat or mirror:
                     profile[agent] = learner
                 else:
                     pool, mixture = opponents[agent]
                     profile[agent] = pool[int(rng.choice(len(pool), p=mixture))]
             return profile
 
-        recorders = tuple(_Recorder(agent, self.num_envs) for agent in learner_agents)
-
-        def keep(episode: Episode) -> None:
-            episodes.append(episode)
-            if on_episode is not None:
-                on_episode(episode)
-
-        steps = self._play(
-            assign, None, seed=seed, explore=True, recorders=recorders,
-            learner=learner, on_learner_episode=keep, steps_box=steps_box,
-        )
+        recorders = [_Recorder(agent, self.num_envs) for agent in learner_agents]
+        steps = self._play(assign, None, seed=seed, explore=True, learner=learner, recorders=recorders,
+                           on_episode=episodes.append, steps_so_far=steps_so_far)
         return episodes, steps
 
     def _play(
@@ -151,77 +178,90 @@ class RolloutWorker:
         *,
         seed: int,
         explore: bool,
-        recorders: Sequence[_Recorder],
         learner: Policy | None = None,
-        on_learner_episode: Callable[[Episode], None] | None = None,
-        steps_box: list[int] | None = None,
+        recorders: Sequence[_Recorder] = (),
+        on_episode: Callable[[Episode], None] | None = None,
+        steps_so_far: list[int] | None = None,
     ) -> int:
         rng = np.random.default_rng(seed)
         vec = self.env.vector(num_envs=self.num_envs, seed=seed)
-        assignment: list[Mapping[str, Policy] | None] = [assign(slot) for slot in range(self.num_envs)]
+        table = _Table(self.agents, self.num_envs)
+        for slot in range(self.num_envs):
+            table.assign(slot, assign(slot))
         agent_index = {a: k for k, a in enumerate(self.agents)}
         recorder_of = {r.agent: r for r in recorders}
+        learner_code = -2  # resolved once the learner is in the table
         steps = 0
         step: Step = vec.reset()
         try:
-            while any(a is not None for a in assignment):
+            while table.any_active():
+                if learner is not None and learner_code < 0:
+                    learner_code = next((i for i, p in enumerate(table.policies) if p is learner), -2)
                 actions: dict[str, np.ndarray] = {}
                 for agent, (env_ids, batch) in step.decisions.items():
-                    actions[agent] = self._act(agent, env_ids, batch, assignment, explore, rng, learner, recorder_of)
-                    steps += int(np.count_nonzero([assignment[s] is not None for s in env_ids]))
-                if steps_box is not None:
-                    steps_box[0] = steps
+                    codes = table.code[agent][env_ids]
+                    steps += int(np.count_nonzero(codes != IDLE))
+                    actions[agent] = self._act(table, codes, batch, explore, rng, learner_code,
+                                               recorder_of.get(agent), env_ids)
+                if steps_so_far is not None:
+                    steps_so_far[0] = steps
                 step = vec.step(actions)
                 for agent, rec in recorder_of.items():
-                    col = step.rewards[:, agent_index[agent]]
-                    for slot in np.flatnonzero(col):
-                        rec.reward(int(slot), float(col[slot]))
+                    column = step.rewards[:, agent_index[agent]]
+                    for slot in np.flatnonzero(column):
+                        rec.reward(int(slot), float(column[slot]))
                 for row, slot in enumerate(step.finished):
                     slot = int(slot)
-                    if assignment[slot] is None:
+                    if not table.active(slot):
                         continue
                     returns = step.returns[row]
+                    truncated = bool(step.truncated[row])
                     if finish is not None:
-                        finish(slot, returns, bool(step.truncated[row]))
+                        finish(slot, returns, truncated)
                     for agent, rec in recorder_of.items():
-                        played = assignment[slot][agent] is learner  # type: ignore[index]
-                        episode = rec.finish(slot, returns[agent_index[agent]], bool(step.truncated[row]))
-                        if played and episode is not None and on_learner_episode is not None:
-                            on_learner_episode(episode)
-                    assignment[slot] = assign(slot)
+                        if table.code[agent][slot] == learner_code:
+                            episode = rec.finish(slot, returns[agent_index[agent]], truncated)
+                            if episode is not None and on_episode is not None:
+                                on_episode(episode)
+                        else:
+                            rec.clear(slot)
+                    table.assign(slot, assign(slot))
         finally:
             vec.close()
         return steps
 
     def _act(
         self,
-        agent: str,
-        env_ids: np.ndarray,
+        table: _Table,
+        codes: np.ndarray,
         batch: Observations,
-        assignment: Sequence[Mapping[str, Policy] | None],
         explore: bool,
         rng: np.random.Generator,
-        learner: Policy | None,
-        recorder_of: Mapping[str, _Recorder],
+        learner_code: int,
+        recorder: _Recorder | None,
+        env_ids: np.ndarray,
     ) -> np.ndarray:
-        """One batched ``act`` per distinct policy among the rows; idle slots act randomly."""
-        n = len(env_ids)
-        policies = [assignment[s][agent] if assignment[s] is not None else None for s in env_ids]  # type: ignore[index]
-        ids = np.array([id(p) for p in policies])
+        """One batched ``act`` per distinct policy among the rows; idle games take any
+        legal action (their results are ignored)."""
+        unique = np.unique(codes)
+        if len(unique) == 1:
+            groups = [(int(unique[0]), None)]
+        else:
+            groups = [(int(c), np.flatnonzero(codes == c)) for c in unique]
         actions: np.ndarray | None = None
-        for key in np.unique(ids):
-            rows = np.flatnonzero(ids == key)
-            policy = policies[rows[0]]
-            sub = _take(batch, rows) if len(rows) < n else batch
-            if policy is None:
-                chosen = _legal_first(sub)
+        for code, rows in groups:
+            sub = batch if rows is None else _take(batch, rows)
+            if code == IDLE:
+                chosen = _any_legal(sub)
             else:
-                chosen = np.asarray(policy.act(sub, explore=explore and policy is learner, rng=rng))
-                rec = recorder_of.get(agent)
-                if rec is not None and policy is learner:
-                    rec.decide(env_ids[rows], sub, chosen)
+                is_learner = code == learner_code
+                chosen = np.asarray(table.policies[code].act(sub, explore=explore and is_learner, rng=rng))
+                if is_learner and recorder is not None:
+                    recorder.decide(env_ids if rows is None else env_ids[rows], sub, chosen)
+            if rows is None:
+                return chosen
             if actions is None:
-                actions = np.zeros((n, *chosen.shape[1:]), dtype=chosen.dtype)
+                actions = np.zeros((len(codes), *chosen.shape[1:]), dtype=chosen.dtype)
             actions[rows] = chosen
         assert actions is not None
         return actions
@@ -236,8 +276,8 @@ def _take(batch: Observations, rows: np.ndarray) -> Observations:
     )
 
 
-def _legal_first(batch: Observations) -> np.ndarray:
-    """Any legal action (for games whose slot has no more episodes to play)."""
+def _any_legal(batch: Observations) -> np.ndarray:
+    """A legal action per row (for games with no more episodes to play)."""
     if batch.mask is None:
         return np.zeros(len(batch), dtype=np.int64)
     return np.asarray(batch.mask).argmax(axis=1)

@@ -4,6 +4,12 @@ A game is either the full ``[n, |S_1|, ..., |S_n|]`` payoff tensor (one populati
 player) or, for a symmetric two-player game, a single population playing against itself
 (``payoffs[0] @ x``). The dynamics (replicator, regret matching, fictitious play) are
 written once against :class:`MetaGame` and work for both.
+
+The replicator and regret-matching loops run on a *flat* vector that concatenates every
+population's mixture, so one iteration is a fixed handful of numpy calls whatever the
+number of populations: for two players the deviation payoffs of both are one product
+with the block matrix ``[[0, A], [B^T, 0]]``, and per-population sums are one
+``np.add.reduceat``.
 """
 
 from __future__ import annotations
@@ -23,6 +29,16 @@ class MetaGame:
         self.symmetric = symmetric
         self.n_players = payoffs.shape[0]
         self.sizes: tuple[int, ...] = (payoffs.shape[1],) if symmetric else tuple(payoffs.shape[1:])
+        self.starts = np.concatenate([[0], np.cumsum(self.sizes)[:-1]]).astype(np.intp)
+        self.segment = np.repeat(np.arange(len(self.sizes)), self.sizes)
+        self._block: np.ndarray | None = None
+        if symmetric:
+            self._block = payoffs[0]
+        elif self.n_players == 2:
+            m, n = self.sizes
+            self._block = np.zeros((m + n, m + n))
+            self._block[:m, m:] = payoffs[0]
+            self._block[m:, :m] = payoffs[1].T
 
     def uniform(self) -> list[np.ndarray]:
         """The uniform mixture of every solved population."""
@@ -35,6 +51,20 @@ class MetaGame:
         if self.n_players == 2:  # the common case, two mat-vecs
             return [self.payoffs[0] @ mixtures[1], mixtures[0] @ self.payoffs[1]]
         return contract(self.payoffs, mixtures)
+
+    def flat_deviations(self, flat: np.ndarray) -> np.ndarray:
+        """:meth:`deviations` on the concatenated mixtures, concatenated."""
+        if self._block is not None:
+            return self._block @ flat
+        return np.concatenate(contract(self.payoffs, self.split(flat)))
+
+    def segment_sums(self, flat: np.ndarray) -> np.ndarray:
+        """Per population, the sum of its entries of a flat vector."""
+        return np.add.reduceat(flat, self.starts)
+
+    def split(self, flat: np.ndarray) -> list[np.ndarray]:
+        """The flat vector cut back into one array per population."""
+        return np.split(flat, self.starts[1:])
 
     def expand(self, mixtures: Sequence[np.ndarray]) -> tuple[np.ndarray, ...]:
         """One mixture per player of the original game (the symmetric one is repeated)."""

@@ -34,12 +34,6 @@ def project_simplex(v: np.ndarray, gamma: float) -> np.ndarray:
     return np.maximum(v - gamma - shifts[k], 0.0) + gamma
 
 
-def clip_simplex(v: np.ndarray, gamma: float) -> np.ndarray:
-    """OpenSpiel's approximate projection: raise entries below ``gamma``, renormalise."""
-    x = np.maximum(v, gamma)
-    return x / x.sum()
-
-
 def projected_replicator_dynamics(
     game: MetaGame,
     iterations: int,
@@ -54,17 +48,25 @@ def projected_replicator_dynamics(
     The sequence averaged is the initial mixture and the ``iterations`` updates after it;
     ``average_over_last`` keeps only its tail (None: all of it), as OpenSpiel does.
     """
-    project = clip_simplex if approximate_projection else project_simplex
     xs = [x.copy() for x in initial] if initial is not None else game.uniform()
+    flat = np.concatenate(xs)
     window = min(average_over_last or iterations + 1, iterations + 1)
-    totals = [x.copy() if window == iterations + 1 else np.zeros_like(x) for x in xs]
+    total = flat.copy() if window == iterations + 1 else np.zeros_like(flat)
+    sizes = np.asarray(game.sizes, dtype=float)
+    seg = game.segment
     for t in range(1, iterations + 1):
-        devs = game.deviations(xs)
-        xs = [project(x + dt * x * (u - u @ x), gamma) for x, u in zip(xs, devs, strict=True)]
+        u = game.flat_deviations(flat)
+        flat = flat + dt * flat * (u - game.segment_sums(flat * u)[seg])
+        if flat.min() >= gamma:  # the step keeps each sum at 1: only round-off to remove
+            flat += ((1.0 - game.segment_sums(flat)) / sizes)[seg]
+        elif approximate_projection:
+            flat = np.maximum(flat, gamma)
+            flat /= game.segment_sums(flat)[seg]
+        else:
+            flat = np.concatenate([project_simplex(x, gamma) for x in game.split(flat)])
         if t > iterations - window:
-            for total, x in zip(totals, xs, strict=True):
-                total += x
-    return [total / window for total in totals]
+            total += flat
+    return game.split(total / window)
 
 
 @attrs.frozen(kw_only=True)
