@@ -33,6 +33,11 @@ def _parser() -> argparse.ArgumentParser:
     plugins.add_argument("--check", action="store_true", help="import each component; exit 1 if any fails")
     show = commands.add_parser("show", help="print a run's summary, payoff table and meta-strategies")
     show.add_argument("dir", help="a run directory")
+    for name, handler in (("run", _cmd_run), ("plugins", _cmd_plugins), ("show", _cmd_show)):
+        commands.choices[name].set_defaults(handler=handler)
+    from popmarl.plugins import make_plugin_manager
+
+    make_plugin_manager().hook.popmarl_add_commands(commands=commands)
     return parser
 
 
@@ -114,16 +119,18 @@ def _format_table(table: Any, ids: list[list[str]], limit: int = 12) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``popmarl`` command."""
-    args = _parser().parse_args(argv)
-    commands = {"run": _cmd_run, "plugins": _cmd_plugins, "show": _cmd_show}
     try:
-        return commands[args.command](args)
+        args = _parser().parse_args(argv)
+        return int(args.handler(args))
     except (UserError, PluginError) as exc:
         print(f"popmarl: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("popmarl: interrupted; continue with --resume", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # e.g. `popmarl show DIR | head`
+        sys.stderr.close()
+        return 0
 
 
 if __name__ == "__main__":

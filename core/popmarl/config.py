@@ -67,6 +67,10 @@ class TrainingConfig:
     keep: Literal["last", "best"] = "last"
     self_play: float = attrs.field(default=0.0, validator=attrs.validators.and_(ge0, attrs.validators.le(1)))
 
+    def __attrs_post_init__(self) -> None:
+        if self.max_env_steps is None and self.max_episodes is None and self.max_wall_time_s is None:
+            raise ValueError("set at least one of max_env_steps, max_episodes, max_wall_time_s")
+
 
 @attrs.frozen(kw_only=True)
 class EvaluationConfig:

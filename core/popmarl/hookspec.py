@@ -7,6 +7,7 @@ argument is a plain, picklable record or mapping.
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Mapping
 from typing import Any
 
@@ -64,4 +65,15 @@ def popmarl_run_end(run: RunInfo, summary: Mapping[str, Any]) -> None:
 
     :param run: the run.
     :param summary: the content of ``summary.json``.
+    """
+
+
+@hookspec
+def popmarl_add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Fires once when the ``popmarl`` command line is built, so plugins add subcommands.
+
+    :param commands: the subparsers object; add a parser with
+        ``commands.add_parser(name, help=...)`` and set its handler with
+        ``parser.set_defaults(handler=fn)``, where ``fn(args) -> int`` is the exit status.
+        Raise :class:`popmarl.UserError` for bad input (one line, exit status 2).
     """
