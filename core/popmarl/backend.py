@@ -11,7 +11,7 @@ from popmarl.algorithm import Algorithm, PolicySpace
 from popmarl.component import Component
 from popmarl.env import Env
 from popmarl.population import AgentMapping
-from popmarl.records import EvalResult, EvalTask, TrainResult, TrainTask, Weights
+from popmarl.records import EvalResult, EvalTask, LearnResult, LearnTask, TrainResult, TrainTask, Weights
 
 
 @attrs.frozen(kw_only=True)
@@ -59,6 +59,11 @@ class Backend(Component):
     @abstractmethod
     def evaluate(self, tasks: Sequence[EvalTask]) -> list[EvalResult]:
         """Estimate the payoff-table entries of ``tasks`` (exactly where the env allows)."""
+
+    @abstractmethod
+    def learn(self, task: LearnTask) -> LearnResult:
+        """Co-train the task's learners (they persist across calls, with their trainers'
+        state) for its budget: the ``marl`` scenario's step."""
 
     def close(self) -> None:
         """Release workers."""

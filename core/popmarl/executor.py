@@ -13,7 +13,8 @@ from popmarl.agent import AgentInterface
 from popmarl.backend import Components, RunSetup
 from popmarl.env import ExactEnv
 from popmarl.policy import Policy
-from popmarl.records import EvalResult, EvalTask, TrainResult, TrainTask, Weights
+from popmarl.colearning import CoLearners
+from popmarl.records import EvalResult, EvalTask, LearnResult, LearnTask, TrainResult, TrainTask, Weights
 from popmarl.rollout import RolloutWorker
 
 
@@ -32,6 +33,7 @@ class Executor:
         self.rollout = RolloutWorker(env=self.env, num_envs=setup.num_envs)
         self.train_rollout = RolloutWorker(env=self.env, num_envs=setup.train_num_envs)
         self.policies: dict[str, Policy] = {}
+        self.colearners = CoLearners(algorithm=self.algorithm, spaces=dict(setup.spaces), rollout=self.train_rollout)
 
     def add_policy(self, policy_id: str, weights: Weights) -> None:
         """Rebuild a frozen policy from its weights."""
@@ -47,6 +49,9 @@ class Executor:
         space = self.setup.spaces[task.spec.population]
         agent = AgentInterface(space=space, algorithm=self.algorithm, env=self.env, rollout=self.train_rollout)
         return agent.train(task, self.policy)
+
+    def learn(self, task: LearnTask) -> LearnResult:
+        return self.colearners.learn(task, self.policies)
 
     @property
     def exact(self) -> bool:

@@ -35,7 +35,7 @@ def popmarl_iteration_end(run: RunInfo, iteration: int, metrics: Mapping[str, An
     """Fires after each completed iteration, once its checkpoint is on disk.
 
     :param run: the run.
-    :param iteration: the iteration just completed (0-based).
+    :param iteration: the iteration just completed (1, 2, ...; 0 is the initial population).
     :param metrics: the iteration's metrics line, as written to ``metrics.jsonl``.
     """
 

@@ -142,3 +142,28 @@ class Episode:
     terminated: bool
     truncated: bool
     episode_return: float
+
+
+@attrs.frozen(kw_only=True)
+class LearnTask:
+    """Continue training every population in ``learners`` together (co-learning) for one
+    budget; agents of the other populations play the frozen policy ids in ``fixed``.
+    ``initial`` gives each learner's starting weights (a policy id) for a learner the
+    executing worker has not built yet (a fresh run, or a resumed one)."""
+
+    iteration: int
+    seed: int
+    learners: tuple[str, ...]
+    fixed: Mapping[str, str]
+    initial: Mapping[str, str]
+    budget: TrainBudget
+
+
+@attrs.frozen(kw_only=True)
+class LearnResult:
+    """The learners' weights after the budget, and what training measured."""
+
+    weights: Mapping[str, Weights]
+    env_steps: int = 0
+    episodes: int = 0
+    metrics: Mapping[str, float] = attrs.field(factory=dict)

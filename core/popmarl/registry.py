@@ -10,6 +10,7 @@ import difflib
 import os
 import warnings
 from collections.abc import Mapping
+from types import MappingProxyType
 from importlib import metadata
 from typing import Any
 
@@ -69,7 +70,7 @@ class Registry:
     """Components of one kind (``popmarl.<kind>`` entry points), by name."""
 
     kind: str
-    entries: Mapping[str, Entry] = attrs.field(factory=dict)
+    entries: Mapping[str, Entry] = attrs.field(factory=dict, converter=lambda m: MappingProxyType(dict(m)))
 
     @classmethod
     def from_entry_points(cls, kind: str) -> Registry:

@@ -9,6 +9,9 @@ integer table, so grouping the rows of a decision by policy is a few numpy calls
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import attrs
 
 import numpy as np
 
@@ -16,10 +19,23 @@ from popmarl.env import Env, Step
 from popmarl.policy import Policy
 from popmarl.records import Episode, Observations
 
-#: Given a game slot, the policy of each agent for that slot's next episode, or None
-#: when no more episodes should start.
-Assigner = Callable[[int], "Mapping[str, Policy] | None"]
+#: Called when a game slot is free, with the env steps taken so far: the policy of
+#: each agent for that slot's next episode and a tag reported back with its returns,
+#: or None when no more episodes should start.
+Sampler = Callable[[int], "tuple[Mapping[str, Policy], Any] | None"]
 IDLE = -1
+
+
+@attrs.frozen(kw_only=True)
+class Rollouts:
+    """What a batch of episodes produced: each finished episode's tag and returns (env
+    agent order), each learner's trajectories, and the env steps (decisions) taken."""
+
+    tags: list[Any]
+    returns: np.ndarray
+    truncated: np.ndarray
+    episodes: list[list[Episode]]
+    env_steps: int
 
 
 class _Recorder:
@@ -85,6 +101,10 @@ class _Table:
                 self.policies.append(policy)
             codes[slot] = self._index_of[key]
 
+    def policy_at(self, agent: str, slot: int) -> Policy | None:
+        code = int(self.code[agent][slot])
+        return None if code == IDLE else self.policies[code]
+
     def active(self, slot: int) -> bool:
         return any(codes[slot] != IDLE for codes in self.code.values())
 
@@ -105,28 +125,16 @@ class RolloutWorker:
     ) -> tuple[np.ndarray, int]:
         """Mean return of each agent for each profile over ``episodes`` episodes each;
         returns ``([len(profiles), n_agents], env_steps)``."""
-        n_entries = len(profiles)
-        started = np.zeros(n_entries, int)
-        totals = np.zeros((n_entries, len(self.agents)))
-        entry_of = np.full(self.num_envs, IDLE)
-        cursor = 0
+        order = iter([(entry, profile) for entry, profile in enumerate(profiles) for _ in range(episodes)])
 
-        def assign(slot: int) -> Mapping[str, Policy] | None:
-            nonlocal cursor
-            while cursor < n_entries and started[cursor] >= episodes:
-                cursor += 1
-            if cursor >= n_entries:
-                entry_of[slot] = IDLE
-                return None
-            started[cursor] += 1
-            entry_of[slot] = cursor
-            return profiles[cursor]
+        def sample(steps: int) -> tuple[Mapping[str, Policy], int] | None:
+            entry, profile = next(order, (None, None))
+            return None if profile is None else (profile, entry)
 
-        def finish(slot: int, returns: np.ndarray, truncated: bool) -> None:
-            totals[entry_of[slot]] += returns
-
-        steps = self._play(assign, finish, seed=seed, explore=False)
-        return totals / max(episodes, 1), steps
+        result = self.run(sample, seed=seed, explore=False)
+        totals = np.zeros((len(profiles), len(self.agents)))
+        np.add.at(totals, np.asarray(result.tags, dtype=int), result.returns)
+        return totals / max(episodes, 1), result.env_steps
 
     def explore(
         self,
@@ -144,15 +152,11 @@ class RolloutWorker:
         once per episode (with probability ``self_play``, against itself); return the
         learner's finished episodes and the env steps taken."""
         rng = np.random.default_rng(seed)
-        episodes: list[Episode] = []
         started = 0
-        steps_so_far = [0]
 
-        def assign(slot: int) -> Mapping[str, Policy] | None:
+        def sample(steps: int) -> tuple[Mapping[str, Policy], None] | None:
             nonlocal started
-            if max_episodes is not None and started >= max_episodes:
-                return None
-            if max_steps is not None and steps_so_far[0] >= max_steps:
+            if (max_episodes is not None and started >= max_episodes) or (max_steps is not None and steps >= max_steps):
                 return None
             started += 1
             seat = learner_agents[int(rng.integers(len(learner_agents)))]
@@ -164,49 +168,48 @@ class RolloutWorker:
                 else:
                     pool, mixture = opponents[agent]
                     profile[agent] = pool[int(rng.choice(len(pool), p=mixture))]
-            return profile
+            return profile, None
 
-        recorders = [_Recorder(agent, self.num_envs) for agent in learner_agents]
-        steps = self._play(assign, None, seed=seed, explore=True, learner=learner, recorders=recorders,
-                           on_episode=episodes.append, steps_so_far=steps_so_far)
-        return episodes, steps
+        result = self.run(sample, seed=seed, explore=True, learners=(learner,))
+        return result.episodes[0], result.env_steps
 
-    def _play(
-        self,
-        assign: Assigner,
-        finish: Callable[[int, np.ndarray, bool], None] | None,
-        *,
-        seed: int,
-        explore: bool,
-        learner: Policy | None = None,
-        recorders: Sequence[_Recorder] = (),
-        on_episode: Callable[[Episode], None] | None = None,
-        steps_so_far: list[int] | None = None,
-    ) -> int:
+    def run(
+        self, sample: Sampler, *, seed: int, explore: bool, learners: Sequence[Policy] = ()
+    ) -> Rollouts:
+        """Play episodes until ``sample`` returns None for every free slot. Policies in
+        ``learners`` act with ``explore`` and their trajectories are kept."""
         rng = np.random.default_rng(seed)
         vec = self.env.vector(num_envs=self.num_envs, seed=seed)
         table = _Table(self.agents, self.num_envs)
-        for slot in range(self.num_envs):
-            table.assign(slot, assign(slot))
-        agent_index = {a: k for k, a in enumerate(self.agents)}
-        recorder_of = {r.agent: r for r in recorders}
-        learner_code = -2  # resolved once the learner is in the table
+        learner_of = {id(p): k for k, p in enumerate(learners)}
+        kept: list[list[Episode]] = [[] for _ in learners]
+        tags: list[Any] = []
+        returns: list[np.ndarray] = []
+        truncations: list[bool] = []
+        slot_tag: list[Any] = [None] * self.num_envs
         steps = 0
+
+        def refill(slot: int) -> None:
+            drawn = sample(steps)
+            table.assign(slot, None if drawn is None else drawn[0])
+            slot_tag[slot] = None if drawn is None else drawn[1]
+
+        for slot in range(self.num_envs):
+            refill(slot)
+        agent_index = {a: k for k, a in enumerate(self.agents)}
+        recorders = {a: _Recorder(a, self.num_envs) for a in self.agents} if learners else {}
         step: Step = vec.reset()
         try:
             while table.any_active():
-                if learner is not None and learner_code < 0:
-                    learner_code = next((i for i, p in enumerate(table.policies) if p is learner), -2)
+                learner_codes = {c for c, p in enumerate(table.policies) if id(p) in learner_of}
                 actions: dict[str, np.ndarray] = {}
                 for agent, (env_ids, batch) in step.decisions.items():
                     codes = table.code[agent][env_ids]
                     steps += int(np.count_nonzero(codes != IDLE))
-                    actions[agent] = self._act(table, codes, batch, explore, rng, learner_code,
-                                               recorder_of.get(agent), env_ids)
-                if steps_so_far is not None:
-                    steps_so_far[0] = steps
+                    actions[agent] = self._act(table, codes, batch, explore, rng, learner_codes,
+                                               recorders.get(agent), env_ids)
                 step = vec.step(actions)
-                for agent, rec in recorder_of.items():
+                for agent, rec in recorders.items():
                     column = step.rewards[:, agent_index[agent]]
                     for slot in np.flatnonzero(column):
                         rec.reward(int(slot), float(column[slot]))
@@ -214,21 +217,25 @@ class RolloutWorker:
                     slot = int(slot)
                     if not table.active(slot):
                         continue
-                    returns = step.returns[row]
                     truncated = bool(step.truncated[row])
-                    if finish is not None:
-                        finish(slot, returns, truncated)
-                    for agent, rec in recorder_of.items():
-                        if table.code[agent][slot] == learner_code:
-                            episode = rec.finish(slot, returns[agent_index[agent]], truncated)
-                            if episode is not None and on_episode is not None:
-                                on_episode(episode)
-                        else:
+                    tags.append(slot_tag[slot])
+                    returns.append(step.returns[row])
+                    truncations.append(truncated)
+                    for agent, rec in recorders.items():
+                        policy = table.policy_at(agent, slot)
+                        k = learner_of.get(id(policy)) if policy is not None else None
+                        if k is None:
                             rec.clear(slot)
-                    table.assign(slot, assign(slot))
+                            continue
+                        episode = rec.finish(slot, step.returns[row][agent_index[agent]], truncated)
+                        if episode is not None:
+                            kept[k].append(episode)
+                    refill(slot)
         finally:
             vec.close()
-        return steps
+        shape = (len(returns), len(self.agents))
+        return Rollouts(tags=tags, returns=np.asarray(returns, dtype=float).reshape(shape),
+                        truncated=np.asarray(truncations, dtype=bool), episodes=kept, env_steps=steps)
 
     def _act(
         self,
@@ -237,7 +244,7 @@ class RolloutWorker:
         batch: Observations,
         explore: bool,
         rng: np.random.Generator,
-        learner_code: int,
+        learner_codes: set[int],
         recorder: _Recorder | None,
         env_ids: np.ndarray,
     ) -> np.ndarray:
@@ -254,7 +261,7 @@ class RolloutWorker:
             if code == IDLE:
                 chosen = _any_legal(sub)
             else:
-                is_learner = code == learner_code
+                is_learner = code in learner_codes
                 chosen = np.asarray(table.policies[code].act(sub, explore=explore and is_learner, rng=rng))
                 if is_learner and recorder is not None:
                     recorder.decide(env_ids if rows is None else env_ids[rows], sub, chosen)

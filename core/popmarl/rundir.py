@@ -98,7 +98,11 @@ class RunDirectory:
         write_npz(path, weights)
 
     def load_policy(self, policy_id: str) -> dict[str, np.ndarray]:
-        path = self._policy_file(policy_id)
+        return self.read_weights(self._policy_file(policy_id))
+
+    @staticmethod
+    def read_weights(path: Path) -> dict[str, np.ndarray]:
+        """A policy's weights from an ``.npz`` file, without unpickling anything."""
         try:
             with np.load(path, allow_pickle=False) as data:
                 return {k: data[k] for k in data.files}

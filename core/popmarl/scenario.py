@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from abc import abstractmethod
 from collections.abc import Mapping
 from typing import Any
@@ -44,3 +45,53 @@ class Scenario(Component):
     def run(self, context: RunContext) -> dict[str, Any]:
         """Run (or resume) to a stopping condition; return the summary, which the caller
         writes to ``summary.json``. Checkpoint after each iteration."""
+
+
+class IterativeScenario(Scenario):
+    """A scenario that runs iterations from a checkpointed state: it announces the run,
+    initialises or restores its state, loops, and always writes ``summary.json`` (status
+    ``completed``, ``stopped`` or ``failed``) and fires ``run_end``."""
+
+    @abstractmethod
+    def initialise(self) -> Any:
+        """The state of a fresh run (committed as the first checkpoint)."""
+
+    @abstractmethod
+    def restore(self) -> Any:
+        """The state of the last checkpoint of a resumed run."""
+
+    @abstractmethod
+    def loop(self, state: Any) -> tuple[str, str]:
+        """Iterate until a stopping condition; return ``(status, reason)``."""
+
+    @abstractmethod
+    def summary(self, state: Any, status: str, reason: str) -> dict[str, Any]:
+        """The content of ``summary.json`` (``state`` is None if none was built)."""
+
+    def finish(self, state: Any) -> None:
+        """Work at the end of a run with a state (e.g. exporting the final policy)."""
+
+    def elapsed(self) -> float:
+        """Wall time of the run so far, over every session of it."""
+        return self.base_wall_time + time.monotonic() - self.session_start
+
+    def run(self, context: RunContext) -> dict[str, Any]:
+        self.ctx = context
+        self.session_start = time.monotonic()
+        self.base_wall_time = 0.0
+        status, reason = "failed", "error"
+        state = None
+        try:
+            context.hooks.run_start(context.info)
+            state = self.restore() if context.resume else self.initialise()
+            status, reason = self.loop(state)
+        except KeyboardInterrupt:
+            status, reason = "stopped", "interrupted"
+            raise
+        finally:
+            if state is not None:
+                self.finish(state)
+            summary = self.summary(state, status, reason)
+            context.run_dir.write_summary(summary)
+            context.hooks.run_end(context.info, summary)
+        return summary

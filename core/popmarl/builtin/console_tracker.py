@@ -41,7 +41,7 @@ class ConsoleTracker(Tracker):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         stream = sys.stdout if self.config.stream == "stdout" else sys.stderr
-        self.console = Console(file=stream, highlight=False)
+        self.console = Console(file=stream, highlight=False, soft_wrap=True)  # no hard breaks in logs
         self._live: Live | None = None
         self._history: list[Mapping[str, Any]] = []
 

@@ -42,6 +42,7 @@ class JsonlTracker(Tracker):
     @hookimpl
     def popmarl_run_start(self, run: RunInfo) -> None:
         self._path = Path(run.run_dir) / self.config.path
+        self._path.parent.mkdir(parents=True, exist_ok=True)
         self._write("run_start", run_dir=run.run_dir, scenario=run.scenario, seed=run.seed,
                     start_iteration=run.start_iteration, resumed=run.resumed)
 

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from popmarl.backend import Backend, Components, RunSetup
 from popmarl.executor import Executor
-from popmarl.records import EvalResult, EvalTask, TrainResult, TrainTask, Weights
+from popmarl.records import EvalResult, EvalTask, LearnResult, LearnTask, TrainResult, TrainTask, Weights
 
 
 class LocalBackend(Backend):
@@ -23,3 +23,6 @@ class LocalBackend(Backend):
 
     def evaluate(self, tasks: Sequence[EvalTask]) -> list[EvalResult]:
         return self._executor.evaluate(tasks)
+
+    def learn(self, task: LearnTask) -> LearnResult:
+        return self._executor.learn(task)

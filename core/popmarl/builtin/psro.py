@@ -23,7 +23,7 @@ from popmarl.payoffs import PayoffTable
 from popmarl.policy import Policy
 from popmarl.population import policy_id
 from popmarl.records import EvalTask, Opponents, PolicySpec, TrainBudget, TrainResult, TrainTask, Weights
-from popmarl.scenario import RunContext, Scenario
+from popmarl.scenario import IterativeScenario, RunContext
 
 
 def derive_seed(seed: int, *keys: int) -> int:
@@ -45,36 +45,19 @@ class PSROState:
     wall_time_s: float = 0.0
 
 
-class PSRO(Scenario):
+class PSRO(IterativeScenario):
     """The PSRO loop over any env, oracle, solver and backend."""
 
-    def run(self, context: RunContext) -> dict[str, Any]:
-        self.ctx = context
+    ctx: RunContext
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
         self.policies: dict[str, Policy] = {}
-        self._session_start = time.monotonic()
-        self._base_wall = 0.0
-        status, reason = "failed", "error"
-        state: PSROState | None = None
-        try:
-            context.hooks.run_start(context.info)
-            state = self._restore() if context.resume else self._initialise()
-            status, reason = self._loop(state)
-        except KeyboardInterrupt:
-            status, reason = "stopped", "interrupted"
-            raise
-        finally:
-            if state is not None:
-                context.env.export_policy(self._mixed_profile(state), context.run_dir.path)
-            summary = self.summary(state, status, reason)
-            context.run_dir.write_summary(summary)
-            context.hooks.run_end(context.info, summary)
-        return summary
 
-    # -- state ----------------------------------------------------------------------
-    def _elapsed(self) -> float:
-        return self._base_wall + time.monotonic() - self._session_start
+    def finish(self, state: PSROState) -> None:
+        self.ctx.env.export_policy(self._mixed_profile(state), self.ctx.run_dir.path)
 
-    def _initialise(self) -> PSROState:
+    def initialise(self) -> PSROState:
         ctx = self.ctx
         policies: dict[str, list[str]] = {}
         for k, population in enumerate(ctx.mapping.populations):
@@ -87,11 +70,11 @@ class PSRO(Scenario):
         result = ctx.solver.solve_detailed(table.values)
         state = PSROState(iteration=0, policies=policies, table=table, meta=result.mixtures,
                           solver_metrics=dict(result.metrics), history=[], env_steps=steps)
-        state.wall_time_s = self._elapsed()
+        state.wall_time_s = self.elapsed()
         self._commit(state)
         return state
 
-    def _restore(self) -> PSROState:
+    def restore(self) -> PSROState:
         ctx = self.ctx
         saved, arrays = ctx.run_dir.load_state()
         policies = {p: list(ids) for p, ids in saved["policies"].items()}
@@ -102,7 +85,7 @@ class PSRO(Scenario):
         meta = tuple(arrays[f"meta_{k}"] for k in range(len(ctx.env.agents)))
         ctx.run_dir.truncate_history(saved["history"])
         ctx.run_dir.restore_metrics(saved["history"])
-        self._base_wall = float(saved["wall_time_s"])
+        self.base_wall_time = float(saved["wall_time_s"])
         return PSROState(iteration=int(saved["iteration"]), policies=policies, table=table, meta=meta,
                          solver_metrics=saved["solver_metrics"], history=saved["history"],
                          env_steps=int(saved["env_steps"]), wall_time_s=float(saved["wall_time_s"]))
@@ -130,7 +113,7 @@ class PSRO(Scenario):
         ctx.hooks.checkpoint(ctx.info, str(path))
 
     # -- the loop -------------------------------------------------------------------
-    def _loop(self, state: PSROState) -> tuple[str, str]:
+    def loop(self, state: PSROState) -> tuple[str, str]:
         stopping = self.ctx.config.stopping
         while True:
             nash = state.history[-1]["nash_conv"] if state.history else None
@@ -138,7 +121,7 @@ class PSRO(Scenario):
                 return "completed", "target_nash_conv"
             if state.iteration >= stopping.max_iterations:
                 return "completed", "max_iterations"
-            if stopping.max_wall_time_s is not None and self._elapsed() >= stopping.max_wall_time_s:
+            if stopping.max_wall_time_s is not None and self.elapsed() >= stopping.max_wall_time_s:
                 return "stopped", "max_wall_time_s"
             self._iterate(state)
 
@@ -165,7 +148,7 @@ class PSRO(Scenario):
         metrics = self._metrics(state, results, train_steps + eval_steps, iteration_time,
                                 train_time=train_time, eval_time=eval_time, solve_time=solve_time)
         state.history.append(metrics)
-        state.wall_time_s = self._elapsed()
+        state.wall_time_s = self.elapsed()
         self._commit(state)
         ctx.run_dir.append_metrics(metrics)
         ctx.hooks.iteration_end(ctx.info, iteration, metrics)
@@ -244,7 +227,7 @@ class PSRO(Scenario):
         metrics.update({"env_steps": state.env_steps, "iteration_env_steps": steps,
                         "steps_per_s": steps / seconds if seconds > 0 else 0.0,
                         **{f"{k}_s": v for k, v in times.items()},
-                        "wall_time_s": self._elapsed()})
+                        "wall_time_s": self.elapsed()})
         metrics.update({f"solver/{k}": v for k, v in state.solver_metrics.items()})
         for result in results:
             metrics.update({f"train/{result.spec.population}/{k}": v for k, v in result.metrics.items()})
@@ -256,13 +239,13 @@ class PSRO(Scenario):
             return None
         return nash / 2
 
-    def summary(self, state: PSROState | None, status: str, reason: str) -> dict[str, Any]:
+    def summary(self, state: PSROState | None, status: str, reason: str) -> dict[str, Any]:  # type: ignore[override]
         """The content of ``summary.json``."""
         ctx = self.ctx
         summary: dict[str, Any] = {
             "scenario": ctx.info.scenario, "status": status, "stop_reason": reason, "seed": ctx.config.seed,
             "iterations": 0, "populations": {}, "nash_conv": None, "exploitability": None,
-            "env_steps": 0, "wall_time_s": self._elapsed(),
+            "env_steps": 0, "wall_time_s": self.elapsed(),
         }
         if state is None:
             return summary

@@ -1,0 +1,218 @@
+"""Scenario ``marl``: independent or parameter-shared multi-agent learning.
+
+Every population maps to one learning policy (``agents.mapping: shared`` gives
+parameter sharing, ``per_player`` independent learners); populations listed in
+``frozen`` keep a fixed policy (their initial one, or weights from a ``.npz`` file of an
+earlier run). Each iteration co-trains the learners for the ``training`` budget, then
+plays ``evaluation.episodes_per_entry`` evaluation episodes; the run directory,
+checkpoints, resume and trackers are those of ``psro``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import attrs
+import numpy as np
+
+from popmarl.env import ExactEnv
+from popmarl.errors import ConfigError
+from popmarl.records import EvalTask, LearnTask, TrainBudget
+from popmarl.rundir import RunDirectory
+from popmarl.scenario import IterativeScenario, RunContext
+
+
+@attrs.frozen(kw_only=True)
+class MARLConfig:
+    """``frozen``: population -> ``initial`` (its untrained policy) or a ``.npz`` policy
+    file; those populations do not learn."""
+
+    frozen: dict[str, str] = attrs.field(factory=dict)
+
+
+@attrs.define
+class MARLState:
+    iteration: int
+    policies: dict[str, list[str]]
+    history: list[dict[str, Any]]
+    initial_returns: dict[str, float]
+    env_steps: int = 0
+    wall_time_s: float = 0.0
+
+
+def _seed(seed: int, *keys: int) -> int:
+    return int(np.random.SeedSequence([seed, *keys]).generate_state(1)[0] & 0x7FFFFFFF)
+
+
+class MARL(IterativeScenario):
+    """Co-training of every non-frozen population, evaluated each iteration."""
+
+    Config = MARLConfig
+    ctx: RunContext
+
+    # -- state ----------------------------------------------------------------------
+    def _learners(self) -> tuple[str, ...]:
+        return tuple(p for p in self.ctx.mapping.populations if p not in self.config.frozen)
+
+    def initialise(self) -> MARLState:
+        ctx = self.ctx
+        unknown = sorted(set(self.config.frozen) - set(ctx.mapping.populations))
+        if unknown:
+            raise ConfigError(f"scenario.params.frozen: unknown population(s) {', '.join(unknown)}; "
+                              f"populations: {', '.join(ctx.mapping.populations)}")
+        if not self._learners():
+            raise ConfigError("scenario.params.frozen: every population is frozen; nothing would learn")
+        policies: dict[str, list[str]] = {}
+        for k, population in enumerate(ctx.mapping.populations):
+            policy = ctx.algorithm.make_policy(space=ctx.spaces[population], seed=_seed(ctx.config.seed, 0, k))
+            weights = policy.get_weights()
+            source = self.config.frozen.get(population, "initial")
+            if source != "initial":
+                weights = _load_frozen(source, population)
+                policy.set_weights(weights)  # fails early if the file does not fit the algorithm
+            pid = f"{population}/0"
+            self._publish(pid, weights)
+            policies[population] = [pid]
+        returns = self._evaluate(policies, iteration=0)
+        state = MARLState(iteration=0, policies=policies, history=[], initial_returns=returns)
+        self._commit(state)
+        return state
+
+    def restore(self) -> MARLState:
+        ctx = self.ctx
+        saved, _ = ctx.run_dir.load_state()
+        policies = {p: list(ids) for p, ids in saved["policies"].items()}
+        for ids in policies.values():
+            ctx.backend.add_policy(ids[-1], ctx.run_dir.load_policy(ids[-1]))
+        ctx.run_dir.truncate_history(saved["history"])
+        ctx.run_dir.restore_metrics(saved["history"])
+        self.base_wall_time = float(saved["wall_time_s"])
+        return MARLState(iteration=int(saved["iteration"]), policies=policies, history=saved["history"],
+                         initial_returns=saved["initial_returns"], env_steps=int(saved["env_steps"]),
+                         wall_time_s=float(saved["wall_time_s"]))
+
+    def _publish(self, pid: str, weights: Any) -> None:
+        ctx = self.ctx
+        ctx.backend.add_policy(pid, weights)
+        ctx.run_dir.save_policy(pid, weights)
+        ctx.hooks.policy_added(ctx.info, pid.rsplit("/", 1)[0], pid)
+
+    def _commit(self, state: MARLState) -> None:
+        ctx = self.ctx
+        saved = {"iteration": state.iteration, "policies": state.policies, "history_length": len(state.history),
+                 "initial_returns": state.initial_returns, "env_steps": state.env_steps,
+                 "wall_time_s": state.wall_time_s}
+        last = state.history[-1] if state.history else {}
+        returns = np.array([last.get(f"mean_return/{p}", np.nan) for p in ctx.mapping.populations])
+        path = ctx.run_dir.commit(saved, {"mean_returns": returns}, state.history[-1:] if state.iteration else ())
+        ctx.hooks.checkpoint(ctx.info, str(path))
+
+    # -- the loop -------------------------------------------------------------------
+    def loop(self, state: MARLState) -> tuple[str, str]:
+        stopping = self.ctx.config.stopping
+        while True:
+            if state.iteration >= stopping.max_iterations:
+                return "completed", "max_iterations"
+            if stopping.max_wall_time_s is not None and self.elapsed() >= stopping.max_wall_time_s:
+                return "stopped", "max_wall_time_s"
+            self._iterate(state)
+
+    def _iterate(self, state: MARLState) -> None:
+        ctx = self.ctx
+        training = ctx.config.training
+        iteration = state.iteration + 1
+        budget = TrainBudget(max_env_steps=training.max_env_steps, max_episodes=training.max_episodes,
+                             max_wall_time_s=training.max_wall_time_s,
+                             episodes_per_update=training.episodes_per_update)
+        learners = self._learners()
+        task = LearnTask(iteration=iteration, seed=_seed(ctx.config.seed, iteration, 1),
+                         learners=learners,
+                         fixed={p: ids[-1] for p, ids in state.policies.items() if p not in learners},
+                         initial={p: state.policies[p][-1] for p in learners}, budget=budget)
+        t0 = self.elapsed()
+        result = ctx.backend.learn(task)
+        train_time = self.elapsed() - t0
+        for population, weights in result.weights.items():
+            pid = f"{population}/{iteration}"
+            self._publish(pid, weights)
+            state.policies[population].append(pid)
+        t1 = self.elapsed()
+        returns = self._evaluate(state.policies, iteration=iteration)
+        state.iteration = iteration
+        state.env_steps += result.env_steps
+        metrics: dict[str, Any] = {"iteration": iteration, "nash_conv": self._nash_conv(state), "exploitability": None}
+        for population in ctx.mapping.populations:
+            metrics[f"mean_return/{population}"] = returns[population]
+            metrics[f"initial_return/{population}"] = state.initial_returns[population]
+            metrics[f"population_size/{population}"] = 1
+        seconds = self.elapsed() - t0
+        metrics.update({"env_steps": state.env_steps, "iteration_env_steps": result.env_steps,
+                        "episodes": result.episodes,
+                        "steps_per_s": result.env_steps / train_time if train_time > 0 else 0.0,
+                        "train_time_s": train_time, "eval_time_s": self.elapsed() - t1,
+                        "iteration_time_s": seconds, "wall_time_s": self.elapsed()})
+        metrics.update({f"train/{k}": v for k, v in result.metrics.items()})
+        state.history.append(metrics)
+        state.wall_time_s = self.elapsed()
+        self._commit(state)
+        ctx.run_dir.append_metrics(metrics)
+        ctx.hooks.iteration_end(ctx.info, iteration, metrics)
+
+    def _profile_ids(self, policies: dict[str, list[str]]) -> dict[str, str]:
+        return {a: policies[p][-1] for a, p in self.ctx.mapping.population_of.items()}
+
+    def _evaluate(self, policies: dict[str, list[str]], *, iteration: int) -> dict[str, float]:
+        """Mean return per population (over its agents) of the current policies."""
+        ctx = self.ctx
+        task = EvalTask(index=(0,), profile=self._profile_ids(policies),
+                        episodes=ctx.config.evaluation.episodes_per_entry,
+                        seed=_seed(ctx.config.seed, iteration, 2))
+        returns = ctx.backend.evaluate([task])[0].returns
+        agents = ctx.env.agents
+        return {p: float(np.mean([returns[agents.index(a)] for a in ctx.mapping.agents_of(p)]))
+                for p in ctx.mapping.populations}
+
+    def _nash_conv(self, state: MARLState) -> float | None:
+        """NashConv of the current joint policy where the env computes it exactly."""
+        ctx = self.ctx
+        env = ctx.env
+        if not (isinstance(env, ExactEnv) and env.supports_exact()):
+            return None
+        profile = {}
+        for agent, pid in self._profile_ids(state.policies).items():
+            policy = ctx.algorithm.make_policy(space=ctx.spaces[ctx.mapping.population_of[agent]], seed=0)
+            policy.set_weights(ctx.run_dir.load_policy(pid))
+            profile[agent] = [(policy, 1.0)]
+        return float(env.nash_conv(profile))
+
+    def summary(self, state: MARLState | None, status: str, reason: str) -> dict[str, Any]:  # type: ignore[override]
+        ctx = self.ctx
+        summary: dict[str, Any] = {
+            "scenario": ctx.info.scenario, "status": status, "stop_reason": reason, "seed": ctx.config.seed,
+            "iterations": 0, "populations": {}, "nash_conv": None, "exploitability": None,
+            "env_steps": 0, "wall_time_s": self.elapsed(),
+        }
+        if state is None:
+            return summary
+        last = state.history[-1] if state.history else {}
+        summary.update({
+            "iterations": state.iteration,
+            "populations": {p: {"policies": ids, "meta_strategy": [0.0] * (len(ids) - 1) + [1.0]}
+                            for p, ids in state.policies.items()},
+            "mean_returns": {p: last.get(f"mean_return/{p}") for p in ctx.mapping.populations},
+            "initial_returns": state.initial_returns,
+            "nash_conv": last.get("nash_conv"),
+            "env_steps": state.env_steps,
+        })
+        return summary
+
+
+def _load_frozen(path: str, population: str) -> dict[str, np.ndarray]:
+    where = f"scenario.params.frozen.{population}"
+    if not Path(path).is_file():
+        raise ConfigError(f"{where}: no such policy file: {path} (use 'initial' or a .npz from a run's checkpoints)")
+    try:
+        return RunDirectory.read_weights(Path(path))
+    except Exception as exc:
+        raise ConfigError(f"{where}: {path} is not a policy file ({exc})") from None
