@@ -33,7 +33,26 @@ def _parser() -> argparse.ArgumentParser:
     plugins.add_argument("--check", action="store_true", help="import each component; exit 1 if any fails")
     show = commands.add_parser("show", help="print a run's summary, payoff table and meta-strategies")
     show.add_argument("dir", help="a run directory")
-    for name, handler in (("run", _cmd_run), ("plugins", _cmd_plugins), ("show", _cmd_show)):
+    evaluate = commands.add_parser("eval", help="play a run's final meta-strategies against an opponent")
+    evaluate.add_argument("dir", help="a run directory")
+    evaluate.add_argument("--opponent", default="random", help="'random' (default) or another run's directory")
+    evaluate.add_argument("--episodes", type=_positive, default=1000, help="episodes per seat (default 1000)")
+    evaluate.add_argument("--seed", type=int, default=0)
+    evaluate.add_argument("--json", action="store_true", help="end with one JSON object on the last line")
+    bench = commands.add_parser("bench", help="measure throughput").add_subparsers(
+        dest="bench", required=True, parser_class=_Parser)
+    rollout = bench.add_parser("rollout", help="evaluate-mode env steps/s with fresh policies")
+    rollout.add_argument("--env", required=True, help="env name (e.g. openspiel, pettingzoo, matrix)")
+    rollout.add_argument("--env-param", action="append", default=[], metavar="K=V", help="env parameter; repeatable")
+    rollout.add_argument("--algorithm", default="dqn", help="whose fresh policies play (default dqn)")
+    rollout.add_argument("--algorithm-param", action="append", default=[], metavar="K=V")
+    rollout.add_argument("--hidden", default="128,128", help="MLP hidden sizes (default 128,128)")
+    rollout.add_argument("--num-envs", type=_positive, default=64)
+    rollout.add_argument("--steps", type=_positive, default=100_000)
+    rollout.add_argument("--json", action="store_true", help="end with one JSON object on the last line")
+    rollout.set_defaults(handler=_cmd_bench_rollout)
+    for name, handler in (("run", _cmd_run), ("plugins", _cmd_plugins), ("show", _cmd_show),
+                          ("eval", _cmd_eval)):
         commands.choices[name].set_defaults(handler=handler)
     from popmarl.plugins import make_plugin_manager
 
@@ -100,6 +119,53 @@ def _cmd_show(args: argparse.Namespace) -> int:
             print(f"file       {run.path / name}")
     for extra in sorted(run.path.glob("*.png")):
         print(f"plot       {extra}")
+    return 0
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
+    return value
+
+
+def _cmd_eval(args: argparse.Namespace) -> int:
+    import json
+
+    from popmarl.evaluate import evaluate_run, format_report, load_run, opponent_pools
+
+    run = load_run(args.dir)
+    report = evaluate_run(run, opponent_pools(run, args.opponent), episodes=args.episodes, seed=args.seed)
+    print(f"{args.dir} vs {args.opponent}, {args.episodes} episodes per seat")
+    print(format_report(report))
+    if args.json:
+        print(json.dumps({"run": str(args.dir), "opponent": args.opponent, "populations": report}))
+    return 0
+
+
+def _cmd_bench_rollout(args: argparse.Namespace) -> int:
+    import json
+
+    from popmarl.bench import bench_rollout, parse_params
+
+    algorithm_params = parse_params(args.algorithm_param, "--algorithm-param")
+    if args.algorithm != "random":
+        try:
+            algorithm_params.setdefault("hidden", [int(h) for h in args.hidden.split(",") if h.strip()])
+        except ValueError:
+            raise UserError(f"--hidden: expected sizes like 128,128, got {args.hidden!r}") from None
+    result = bench_rollout(env_name=args.env, env_params=parse_params(args.env_param, "--env-param"),
+                           algorithm_name=args.algorithm, algorithm_params=algorithm_params,
+                           num_envs=args.num_envs, steps=args.steps)
+    print(f"env {result.env} ({result.num_envs} games), {result.algorithm} policies: {result.env_steps} steps, "
+          f"{result.episodes} episodes in {result.seconds:.2f}s = {result.steps_per_s:,.0f} steps/s")
+    if args.json:
+        print(json.dumps({"env": result.env, "algorithm": result.algorithm, "num_envs": result.num_envs,
+                          "env_steps": result.env_steps, "episodes": result.episodes,
+                          "seconds": result.seconds, "steps_per_s": result.steps_per_s}))
     return 0
 
 

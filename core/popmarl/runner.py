@@ -76,6 +76,7 @@ def run(config: RunConfig, out: str | None = None, *, resume: str | None = None)
     trackers = [build("trackers", t, f"trackers[{i}].params") for i, t in enumerate(config.trackers)]
     mapping = AgentMapping.resolve(config.agents.mapping, env.agents)
     spaces = policy_spaces(env, mapping)
+    hooks = Hooks(make_plugin_manager(trackers))  # a broken hook plugin stops the run here
     start_iteration = 0
     if resume is not None:
         # A corrupt checkpoint is reported before anything changes.
@@ -85,7 +86,6 @@ def run(config: RunConfig, out: str | None = None, *, resume: str | None = None)
         run_dir.create(dump(config))
     info = RunInfo(run_dir=str(run_dir.path), scenario=config.scenario.name, seed=config.seed, config=resolved,
                    populations=mapping.populations, resumed=resume is not None, start_iteration=start_iteration)
-    hooks = Hooks(make_plugin_manager(trackers))
     setup = RunSetup(env_name=config.env.name, env_params=dict(config.env.params),
                      algorithm_name=config.algorithm.name, algorithm_params=dict(config.algorithm.params),
                      mapping=mapping, spaces=spaces, seed=config.seed,
