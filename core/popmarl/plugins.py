@@ -6,13 +6,15 @@ No module-global manager: each run (and each worker process) builds its own.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from importlib import metadata
+from typing import Any
 
 import pluggy
 
 from popmarl import hookspec
 from popmarl.errors import PluginError
+from popmarl.records import RunInfo
 from popmarl.registry import PluginWarning, strict_plugins
 
 PLUGIN_GROUP = "popmarl.plugins"
@@ -24,19 +26,19 @@ class Hooks:
     def __init__(self, manager: pluggy.PluginManager) -> None:
         self.manager = manager
 
-    def run_start(self, run):  # type: ignore[no-untyped-def]
+    def run_start(self, run: RunInfo) -> None:
         self.manager.hook.popmarl_run_start(run=run)
 
-    def iteration_end(self, run, iteration, metrics):  # type: ignore[no-untyped-def]
+    def iteration_end(self, run: RunInfo, iteration: int, metrics: Mapping[str, Any]) -> None:
         self.manager.hook.popmarl_iteration_end(run=run, iteration=iteration, metrics=metrics)
 
-    def policy_added(self, run, population, policy_id):  # type: ignore[no-untyped-def]
+    def policy_added(self, run: RunInfo, population: str, policy_id: str) -> None:
         self.manager.hook.popmarl_policy_added(run=run, population=population, policy_id=policy_id)
 
-    def checkpoint(self, run, path):  # type: ignore[no-untyped-def]
+    def checkpoint(self, run: RunInfo, path: str) -> None:
         self.manager.hook.popmarl_checkpoint(run=run, path=path)
 
-    def run_end(self, run, summary):  # type: ignore[no-untyped-def]
+    def run_end(self, run: RunInfo, summary: Mapping[str, Any]) -> None:
         self.manager.hook.popmarl_run_end(run=run, summary=summary)
 
 
