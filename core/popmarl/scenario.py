@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from abc import abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
@@ -70,6 +70,31 @@ class IterativeScenario(Scenario):
 
     def finish(self, state: Any) -> None:
         """Work at the end of a run with a state (e.g. exporting the final policy)."""
+
+    def base_summary(self, status: str, reason: str) -> dict[str, Any]:
+        """The keys every ``summary.json`` has, before any state exists."""
+        return {
+            "scenario": self.ctx.info.scenario, "status": status, "stop_reason": reason,
+            "seed": self.ctx.config.seed, "iterations": 0, "populations": {}, "nash_conv": None,
+            "exploitability": None, "env_steps": 0, "wall_time_s": self.elapsed(),
+        }
+
+    def commit(self, saved: Mapping[str, Any], arrays: Mapping[str, Any], history: list[dict[str, Any]],
+               after: Callable[[], None] | None = None) -> None:
+        """Checkpoint (``saved["iteration"]`` decides whether the last history line is
+        new), then run ``after`` (derived files) and fire the checkpoint hook."""
+        new_lines = history[-1:] if saved["iteration"] else []
+        path = self.ctx.run_dir.commit(saved, arrays, new_lines)
+        if after is not None:
+            after()
+        self.ctx.hooks.checkpoint(self.ctx.info, str(path))
+
+    def resume_history(self, saved: Mapping[str, Any]) -> None:
+        """Drop whatever an interrupted iteration left past the checkpoint, and carry the
+        run's wall time over."""
+        self.ctx.run_dir.truncate_history(saved["history"])
+        self.ctx.run_dir.restore_metrics(saved["history"])
+        self.base_wall_time = float(saved["wall_time_s"])
 
     def elapsed(self) -> float:
         """Wall time of the run so far, over every session of it."""

@@ -21,6 +21,7 @@ from popmarl.errors import ConfigError
 from popmarl.records import EvalTask, LearnTask, TrainBudget
 from popmarl.rundir import RunDirectory
 from popmarl.scenario import IterativeScenario, RunContext
+from popmarl.seeding import derive_seed
 
 
 @attrs.frozen(kw_only=True)
@@ -39,10 +40,6 @@ class MARLState:
     initial_returns: dict[str, float]
     env_steps: int = 0
     wall_time_s: float = 0.0
-
-
-def _seed(seed: int, *keys: int) -> int:
-    return int(np.random.SeedSequence([seed, *keys]).generate_state(1)[0] & 0x7FFFFFFF)
 
 
 class MARL(IterativeScenario):
@@ -65,7 +62,7 @@ class MARL(IterativeScenario):
             raise ConfigError("scenario.params.frozen: every population is frozen; nothing would learn")
         policies: dict[str, list[str]] = {}
         for k, population in enumerate(ctx.mapping.populations):
-            policy = ctx.algorithm.make_policy(space=ctx.spaces[population], seed=_seed(ctx.config.seed, 0, k))
+            policy = ctx.algorithm.make_policy(space=ctx.spaces[population], seed=derive_seed(ctx.config.seed, 0, k))
             weights = policy.get_weights()
             source = self.config.frozen.get(population, "initial")
             if source != "initial":
@@ -85,9 +82,7 @@ class MARL(IterativeScenario):
         policies = {p: list(ids) for p, ids in saved["policies"].items()}
         for ids in policies.values():
             ctx.backend.add_policy(ids[-1], ctx.run_dir.load_policy(ids[-1]))
-        ctx.run_dir.truncate_history(saved["history"])
-        ctx.run_dir.restore_metrics(saved["history"])
-        self.base_wall_time = float(saved["wall_time_s"])
+        self.resume_history(saved)
         return MARLState(iteration=int(saved["iteration"]), policies=policies, history=saved["history"],
                          initial_returns=saved["initial_returns"], env_steps=int(saved["env_steps"]),
                          wall_time_s=float(saved["wall_time_s"]))
@@ -105,8 +100,7 @@ class MARL(IterativeScenario):
                  "wall_time_s": state.wall_time_s}
         last = state.history[-1] if state.history else {}
         returns = np.array([last.get(f"mean_return/{p}", np.nan) for p in ctx.mapping.populations])
-        path = ctx.run_dir.commit(saved, {"mean_returns": returns}, state.history[-1:] if state.iteration else ())
-        ctx.hooks.checkpoint(ctx.info, str(path))
+        self.commit(saved, {"mean_returns": returns}, state.history)
 
     # -- the loop -------------------------------------------------------------------
     def loop(self, state: MARLState) -> tuple[str, str]:
@@ -126,7 +120,7 @@ class MARL(IterativeScenario):
                              max_wall_time_s=training.max_wall_time_s,
                              episodes_per_update=training.episodes_per_update)
         learners = self._learners()
-        task = LearnTask(iteration=iteration, seed=_seed(ctx.config.seed, iteration, 1),
+        task = LearnTask(iteration=iteration, seed=derive_seed(ctx.config.seed, iteration, 1),
                          learners=learners,
                          fixed={p: ids[-1] for p, ids in state.policies.items() if p not in learners},
                          initial={p: state.policies[p][-1] for p in learners}, budget=budget)
@@ -167,7 +161,7 @@ class MARL(IterativeScenario):
         ctx = self.ctx
         task = EvalTask(index=(0,), profile=self._profile_ids(policies),
                         episodes=ctx.config.evaluation.episodes_per_entry,
-                        seed=_seed(ctx.config.seed, iteration, 2))
+                        seed=derive_seed(ctx.config.seed, iteration, 2))
         returns = ctx.backend.evaluate([task])[0].returns
         agents = ctx.env.agents
         return {p: float(np.mean([returns[agents.index(a)] for a in ctx.mapping.agents_of(p)]))
@@ -188,11 +182,7 @@ class MARL(IterativeScenario):
 
     def summary(self, state: MARLState | None, status: str, reason: str) -> dict[str, Any]:  # type: ignore[override]
         ctx = self.ctx
-        summary: dict[str, Any] = {
-            "scenario": ctx.info.scenario, "status": status, "stop_reason": reason, "seed": ctx.config.seed,
-            "iterations": 0, "populations": {}, "nash_conv": None, "exploitability": None,
-            "env_steps": 0, "wall_time_s": self.elapsed(),
-        }
+        summary = self.base_summary(status, reason)
         if state is None:
             return summary
         last = state.history[-1] if state.history else {}

@@ -24,11 +24,7 @@ from popmarl.policy import Policy
 from popmarl.population import policy_id
 from popmarl.records import EvalTask, Opponents, PolicySpec, TrainBudget, TrainResult, TrainTask, Weights
 from popmarl.scenario import IterativeScenario, RunContext
-
-
-def derive_seed(seed: int, *keys: int) -> int:
-    """A 31-bit seed determined by the run seed and ``keys`` (iteration, population...)."""
-    return int(np.random.SeedSequence([seed, *keys]).generate_state(1)[0] & 0x7FFFFFFF)
+from popmarl.seeding import derive_seed
 
 
 @attrs.define
@@ -83,9 +79,7 @@ class PSRO(IterativeScenario):
                 self._add(pid, ctx.run_dir.load_policy(pid), announce=False)
         table = PayoffTable(agents=ctx.env.agents, values=arrays["payoffs"], filled=arrays["filled"].astype(bool))
         meta = tuple(arrays[f"meta_{k}"] for k in range(len(ctx.env.agents)))
-        ctx.run_dir.truncate_history(saved["history"])
-        ctx.run_dir.restore_metrics(saved["history"])
-        self.base_wall_time = float(saved["wall_time_s"])
+        self.resume_history(saved)
         return PSROState(iteration=int(saved["iteration"]), policies=policies, table=table, meta=meta,
                          solver_metrics=saved["solver_metrics"], history=saved["history"],
                          env_steps=int(saved["env_steps"]), wall_time_s=float(saved["wall_time_s"]))
@@ -108,9 +102,8 @@ class PSRO(IterativeScenario):
         saved = {"iteration": state.iteration, "policies": state.policies, "history_length": len(state.history),
                  "solver_metrics": state.solver_metrics, "env_steps": state.env_steps,
                  "wall_time_s": state.wall_time_s}
-        path = ctx.run_dir.commit(saved, arrays, state.history[-1:] if state.iteration else ())
-        state.table.save(ctx.run_dir.payoffs_file, self._axis_ids(state.policies))
-        ctx.hooks.checkpoint(ctx.info, str(path))
+        self.commit(saved, arrays, state.history, after=lambda: state.table.save(
+            ctx.run_dir.payoffs_file, self._axis_ids(state.policies)))
 
     # -- the loop -------------------------------------------------------------------
     def loop(self, state: PSROState) -> tuple[str, str]:
@@ -242,11 +235,7 @@ class PSRO(IterativeScenario):
     def summary(self, state: PSROState | None, status: str, reason: str) -> dict[str, Any]:  # type: ignore[override]
         """The content of ``summary.json``."""
         ctx = self.ctx
-        summary: dict[str, Any] = {
-            "scenario": ctx.info.scenario, "status": status, "stop_reason": reason, "seed": ctx.config.seed,
-            "iterations": 0, "populations": {}, "nash_conv": None, "exploitability": None,
-            "env_steps": 0, "wall_time_s": self.elapsed(),
-        }
+        summary = self.base_summary(status, reason)
         if state is None:
             return summary
         nash = state.history[-1]["nash_conv"] if state.history else self.nash_conv(state)
