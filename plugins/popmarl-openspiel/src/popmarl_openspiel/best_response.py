@@ -1,0 +1,52 @@
+"""Algorithm ``exact_br``: OpenSpiel's exact best response, as a tabular policy.
+
+The answer for a population is a deterministic best response, per seat it plays, to the
+other seats' meta-strategy mixtures collapsed as OpenSpiel's ``PolicyAggregator`` does;
+seats' information states are disjoint, so a population playing several seats gets one
+table with every seat's rows. The initial policy is uniform random over the legal
+actions, as in OpenSpiel's PSRO. With this oracle, ``psro`` is exact-oracle PSRO
+(double oracle with ``nash``).
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from popmarl.algorithm import Algorithm, BestResponseProblem, PolicySpace
+from popmarl.errors import ConfigError
+from popmarl.spaces import Discrete
+from popmarl_openspiel.env import OpenSpielEnv
+from popmarl_openspiel.exploitability import Implementation
+from popmarl_openspiel.tabular import TabularPolicy, player_of
+
+
+@attrs.frozen(kw_only=True)
+class ExactBRConfig:
+    """``implementation``: OpenSpiel's C++ ``TabularBestResponse`` (``cpp``), its Python
+    ``BestResponsePolicy`` (``python``), or ``auto``: C++ for turn-based games, Python
+    for simultaneous-move ones (which the C++ one does not walk)."""
+
+    implementation: Implementation = "auto"
+
+
+class ExactBestResponse(Algorithm):
+    """Exact best responses in OpenSpiel games (see the module docstring)."""
+
+    Config = ExactBRConfig
+
+    def make_policy(self, *, space: PolicySpace, seed: int) -> TabularPolicy:
+        if not isinstance(space.action_space, Discrete):
+            raise ConfigError(f"algorithm exact_br: population {space.population} needs discrete actions")
+        return TabularPolicy(space.action_space.n)
+
+    def best_response(self, problem: BestResponseProblem) -> TabularPolicy:
+        env = problem.env
+        if not isinstance(env, OpenSpielEnv):
+            raise ConfigError("algorithm exact_br: works only with env 'openspiel'")
+        exact = env.exact  # a ConfigError saying why, for games too large to enumerate
+        tables = {}
+        for agent in problem.space.agents:
+            player = player_of(agent)
+            table, _ = exact.best_response(player, problem.opponents, implementation=self.config.implementation)
+            tables[player] = (exact.tree.players[player].keys, table)
+        return TabularPolicy.from_tables(exact.tree.num_actions, tables)

@@ -1,0 +1,119 @@
+"""Exact evaluation of a game small enough to enumerate: payoffs, mixtures, best
+responses, NashConv.
+
+Holds the flattened tree and its sequence form, and caches each policy's behaviour
+table and realization plan per player (policies in a population are frozen; a
+:class:`~popmarl_openspiel.tabular.TabularPolicy` that is reloaded bumps its
+``version``, which invalidates its entries).
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from popmarl.env import MixedProfile, Profile
+from popmarl.policy import Policy
+from popmarl_openspiel.aggregate import mixture_plan, policy_table
+from popmarl_openspiel.exploitability import Implementation, SpielOracle
+from popmarl_openspiel.game import SpielGame
+from popmarl_openspiel.sequence_form import SequenceForm, behaviour, realization_plan
+from popmarl_openspiel.tree import GameTree
+
+#: Terminal histories times profiles above which n-player returns are computed in chunks.
+_CHUNK = 4_000_000
+
+
+class ExactGame:
+    """Exact payoffs, aggregated mixtures, best responses and NashConv of one game."""
+
+    def __init__(self, spiel: SpielGame, tree: GameTree) -> None:
+        self.spiel = spiel
+        self.tree = tree
+        self.form = SequenceForm(tree)
+        self.oracle = SpielOracle(spiel, tree)
+        self.agents = tuple(spiel.agent(p) for p in range(spiel.num_players))
+        self._cache: weakref.WeakKeyDictionary[Policy, dict[int, tuple[Any, np.ndarray, np.ndarray]]] = (
+            weakref.WeakKeyDictionary())
+
+    # -- one policy -------------------------------------------------------------------
+    def _entry(self, policy: Policy, player: int) -> tuple[np.ndarray, np.ndarray]:
+        version = getattr(policy, "version", None)
+        try:
+            per_player = self._cache.setdefault(policy, {})
+        except TypeError:  # not weak-referenceable / hashable: no caching
+            per_player = {}
+        hit = per_player.get(player)
+        if hit is not None and hit[0] == version:
+            return hit[1], hit[2]
+        infostates = self.tree.players[player]
+        table = policy_table(policy, infostates, self.agents[player], self.tree.num_actions)
+        plan = realization_plan(table, infostates, self.tree.num_actions)
+        per_player[player] = (version, table, plan)
+        return table, plan
+
+    def table(self, policy: Policy, player: int) -> np.ndarray:
+        """``[n_info_states, A]``: ``policy``'s behaviour at ``player``'s information states."""
+        return self._entry(policy, player)[0]
+
+    def plan(self, policy: Policy, player: int) -> np.ndarray:
+        """``policy``'s realization plan as ``player``."""
+        return self._entry(policy, player)[1]
+
+    # -- payoffs ------------------------------------------------------------------------
+    def returns(self, profiles: Sequence[Profile]) -> np.ndarray:
+        """``[B, n]`` expected returns of joint profiles (chance included), each distinct
+        policy's plan computed once and all entries in one product per player."""
+        n = len(self.agents)
+        if not profiles:
+            return np.zeros((0, n))
+        columns: list[dict[int, int]] = [{} for _ in range(n)]
+        plans: list[list[np.ndarray]] = [[] for _ in range(n)]
+        index = np.zeros((len(profiles), n), dtype=np.int64)
+        for b, profile in enumerate(profiles):
+            for p, agent in enumerate(self.agents):
+                policy = profile[agent]
+                col = columns[p].get(id(policy))
+                if col is None:
+                    col = columns[p][id(policy)] = len(plans[p])
+                    plans[p].append(self.plan(policy, p))
+                index[b, p] = col
+        stacked = [np.stack(cols, axis=1) for cols in plans]
+        if n == 2:
+            return self.form.returns(stacked, index)
+        chunk = max(1, _CHUNK // max(1, len(self.tree.terminal_chance)))
+        return np.concatenate([self.form.returns(stacked, index[i:i + chunk]) for i in range(0, len(index), chunk)])
+
+    # -- mixtures -----------------------------------------------------------------------
+    def mixture_plan(self, mixture: Sequence[tuple[Policy, float]], player: int) -> np.ndarray:
+        """The realization plan of ``player`` playing the mixture."""
+        return mixture_plan([self.plan(policy, player) for policy, _ in mixture], [w for _, w in mixture])
+
+    def aggregate(self, mixture: Sequence[tuple[Policy, float]], player: int) -> np.ndarray:
+        """The behaviour table equivalent to ``player`` playing the mixture (PolicyAggregator)."""
+        return behaviour(self.mixture_plan(mixture, player), self.tree.players[player], self.tree.num_actions)
+
+    def aggregate_profile(self, profile: MixedProfile) -> dict[int, np.ndarray]:
+        """Every player's aggregated behaviour table."""
+        return {p: self.aggregate(profile[agent], p) for p, agent in enumerate(self.agents)}
+
+    def best_response(self, player: int, opponents: Mapping[str, Sequence[tuple[Policy, float]]], *,
+                      implementation: Implementation = "auto") -> tuple[np.ndarray, float]:
+        """``player``'s deterministic best response ``[n_info_states, A]`` (one-hot) to the
+        other seats' aggregated mixtures, and its value."""
+        tables = {p: self.aggregate(opponents[agent], p) for p, agent in enumerate(self.agents) if p != player}
+        actions, value = self.oracle.best_response(player, tables, implementation=implementation)
+        return np.eye(self.tree.num_actions)[actions], value
+
+    def nash_conv(self, profile: MixedProfile, *, implementation: Implementation = "auto") -> float:
+        """NashConv of the aggregated profile as OpenSpiel's ``exploitability.nash_conv``
+        defines it: each player's best-response value minus its on-policy value, summed."""
+        tables = self.aggregate_profile(profile)
+        plans = [self.mixture_plan(profile[agent], p)[:, None] for p, agent in enumerate(self.agents)]
+        on_policy = self.form.returns(plans, np.zeros((1, len(self.agents)), dtype=np.int64))[0]
+        gains = [self.oracle.best_response(p, tables, implementation=implementation)[1] - on_policy[p]
+                 for p in range(len(self.agents))]
+        return float(sum(gains))

@@ -1,0 +1,76 @@
+"""Sequence-form algebra: realization plans and exact expected returns (DESIGN §9).
+
+A behavioural policy of player ``p`` (action probabilities per information state) is a
+realization plan ``x_p`` over its sequences: ``x[1 + I*A + a] = x[parent(I)] * pi(a|I)``.
+The expected return of a profile is ``sum_z c(z) u(z) prod_p x_p[seq_p(z)]``; for two
+players that is ``x_0^T A x_1`` with ``A`` the sparse sequence-form payoff matrix (chance
+folded in), so a whole block of payoff-table entries is one matrix product.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import scipy.sparse as sp
+
+from popmarl_openspiel.tree import GameTree, InfoStates
+
+
+def realization_plan(probs: np.ndarray, infostates: InfoStates, num_actions: int) -> np.ndarray:
+    """The realization plan ``[1 + n * A]`` of behaviour ``probs`` ``[n, A]``."""
+    x = np.zeros(1 + len(infostates) * num_actions)
+    x[0] = 1.0
+    table = x[1:].reshape(len(infostates), num_actions)  # a view: filling it fills x
+    for level in infostates.levels:
+        table[level] = x[infostates.parent[level], None] * probs[level]
+    return x
+
+
+def behaviour(plan: np.ndarray, infostates: InfoStates, num_actions: int) -> np.ndarray:
+    """The behaviour ``[n, A]`` a realization plan induces; uniform over the legal actions
+    where the plan never reaches the information state (as OpenSpiel's aggregator)."""
+    table = plan[1:].reshape(len(infostates), num_actions) * infostates.mask
+    reach = table.sum(axis=1, keepdims=True)
+    uniform = infostates.mask / infostates.mask.sum(axis=1, keepdims=True)
+    safe = np.where(reach > 0, reach, 1.0)
+    return np.asarray(np.where(reach > 0, table / safe, uniform))
+
+
+class SequenceForm:
+    """Expected returns of many profiles from realization plans.
+
+    Two players: one sparse matrix per player's utility, ``[S_0, S_1]``; more: the
+    terminal histories' weights ``c(z) u(z)`` contracted with gathered plan entries.
+    """
+
+    def __init__(self, tree: GameTree) -> None:
+        self.tree = tree
+        self.n = tree.terminal_seq.shape[1]
+        weights = tree.terminal_chance[:, None] * tree.terminal_utility  # [Z, n]
+        self.weights = weights
+        self.matrices: tuple[sp.csr_matrix, ...] = ()
+        if self.n == 2:
+            shape = (tree.num_sequences(0), tree.num_sequences(1))
+            rows, cols = tree.terminal_seq[:, 0], tree.terminal_seq[:, 1]
+            self.matrices = tuple(
+                sp.coo_matrix((weights[:, k], (rows, cols)), shape=shape).tocsr() for k in range(2)
+            )
+
+    def block(self, plans: Sequence[np.ndarray]) -> np.ndarray:
+        """Two players: ``[2, m_0, m_1]`` returns of every pairing of the plan columns
+        ``plans[0]`` ``[S_0, m_0]`` and ``plans[1]`` ``[S_1, m_1]``."""
+        x, y = plans
+        return np.stack([np.asarray(x.T @ (m @ y)) for m in self.matrices])
+
+    def returns(self, plans: Sequence[np.ndarray], index: np.ndarray) -> np.ndarray:
+        """``[B, n]`` returns of profiles ``index[b] = (column of player 0's plans, ...)``,
+        ``plans[p]`` being ``[S_p, m_p]``."""
+        index = np.asarray(index, dtype=np.int64).reshape(-1, self.n)
+        if self.n == 2:
+            values = self.block(plans)
+            return values[:, index[:, 0], index[:, 1]].T
+        reach = np.ones((self.weights.shape[0], len(index)))
+        for p, plan in enumerate(plans):
+            reach *= plan[self.tree.terminal_seq[:, p]][:, index[:, p]]
+        return np.asarray(reach.T @ self.weights)
