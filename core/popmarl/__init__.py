@@ -59,11 +59,15 @@ trackers: Registry
 
 
 def __getattr__(name: str) -> Any:
-    """Build a registry from its entry points the first time it is asked for."""
+    """Build the registries from the entry points the first time one is asked for."""
     if name in KINDS:
-        registry = Registry.from_entry_points(name)
-        globals()[name] = registry
-        return registry
+        from importlib import metadata
+
+        found = metadata.entry_points()  # one scan of the installed distributions for all kinds
+        for kind in KINDS:
+            if kind not in globals():
+                globals()[kind] = Registry.from_entry_points(kind, found)
+        return globals()[name]
     raise AttributeError(f"module 'popmarl' has no attribute {name!r}")
 
 

@@ -136,6 +136,18 @@ def _check_component(kind: str, spec: ComponentConfig, path: str, problems: list
     return ComponentConfig(name=spec.name, params=unstructure(config))
 
 
+def _check_raw_components(raw: Mapping[str, Any], problems: list[str]) -> None:
+    """After a structural problem elsewhere: still check each well-formed component's name
+    and params (a malformed one is already reported)."""
+    specs = [(key, kind, raw.get(key)) for key, kind in COMPONENT_KINDS.items()]
+    if isinstance(raw.get("trackers"), list):
+        specs += [(f"trackers[{i}]", "trackers", t) for i, t in enumerate(raw["trackers"])]
+    for path, kind, value in specs:
+        spec = structure_attrs(ComponentConfig, value, path, []) if isinstance(value, Mapping) else None
+        if spec is not None:
+            _check_component(kind, spec, path, problems)
+
+
 def validate(raw: Any, *, source: str = "config") -> RunConfig:
     """Validate plain data into a :class:`RunConfig` with every component's params
     resolved (defaults filled in); raise :class:`ConfigError` listing every problem."""
@@ -146,6 +158,7 @@ def validate(raw: Any, *, source: str = "config") -> RunConfig:
     problems: list[str] = []
     config = structure_attrs(RunConfig, raw, "", problems)
     if config is None:
+        _check_raw_components(raw, problems)  # so every problem is reported at once
         raise ConfigError(problems)
     resolved: dict[str, Any] = {}
     for key, kind in COMPONENT_KINDS.items():

@@ -23,7 +23,7 @@ STRICT_ENV = "POPMARL_STRICT_PLUGINS"
 
 #: Which pip install adds more components of each kind (named in unknown-name errors).
 _MORE = {
-    "scenarios": "pip install popmarl-pettingzoo",
+    "scenarios": "pip install popmarl[all]",
     "algorithms": "pip install popmarl-tianshou popmarl-openspiel",
     "envs": "pip install popmarl-openspiel popmarl-pettingzoo",
     "solvers": "pip install popmarl-solvers",
@@ -73,11 +73,12 @@ class Registry:
     entries: Mapping[str, Entry] = attrs.field(factory=dict, converter=lambda m: MappingProxyType(dict(m)))
 
     @classmethod
-    def from_entry_points(cls, kind: str) -> Registry:
-        """Build the registry of ``kind`` from the installed entry points."""
+    def from_entry_points(cls, kind: str, found: metadata.EntryPoints | None = None) -> Registry:
+        """Build the registry of ``kind`` from the installed entry points (or from ``found``:
+        one :func:`importlib.metadata.entry_points` scan shared by every kind)."""
         group = f"popmarl.{kind}"
         entries: dict[str, Entry] = {}
-        for ep in metadata.entry_points(group=group):
+        for ep in metadata.entry_points(group=group) if found is None else found.select(group=group):
             dist = ep.dist
             entry = Entry(
                 name=ep.name,

@@ -18,6 +18,7 @@ import numpy as np
 from popmarl.env import Env, Step
 from popmarl.policy import Policy
 from popmarl.records import Episode, Observations
+from popmarl.spaces import Box, Space
 
 #: Called when a game slot is free, with the env steps taken so far: the policy of
 #: each agent for that slot's next episode and a tag reported back with its returns,
@@ -49,11 +50,14 @@ class _Recorder:
         self.rewards: list[list[float]] = [[] for _ in range(num_envs)]
 
     def decide(self, env_ids: np.ndarray, batch: Observations, actions: np.ndarray) -> None:
+        # Copies: the env owns its step buffers and may reuse them.
+        obs = np.array(batch.obs)
+        masks = None if batch.mask is None else np.array(batch.mask)
         for row, slot in enumerate(env_ids):
-            self.obs[slot].append(batch.obs[row])
+            self.obs[slot].append(obs[row])
             self.actions[slot].append(actions[row])
-            if batch.mask is not None:
-                self.masks[slot].append(batch.mask[row])
+            if masks is not None:
+                self.masks[slot].append(masks[row])
             self.rewards[slot].append(0.0)
 
     def reward(self, slot: int, reward: float) -> None:
@@ -119,6 +123,7 @@ class RolloutWorker:
         self.env = env
         self.num_envs = num_envs
         self.agents = env.agents
+        self.action_spaces = {a: env.action_space(a) for a in env.agents}
 
     def evaluate(
         self, profiles: Sequence[Mapping[str, Policy]], *, episodes: int, seed: int
@@ -207,7 +212,7 @@ class RolloutWorker:
                     codes = table.code[agent][env_ids]
                     steps += int(np.count_nonzero(codes != IDLE))
                     actions[agent] = self._act(table, codes, batch, explore, rng, learner_codes,
-                                               recorders.get(agent), env_ids)
+                                               recorders.get(agent), env_ids, self.action_spaces[agent])
                 step = vec.step(actions)
                 for agent, rec in recorders.items():
                     column = step.rewards[:, agent_index[agent]]
@@ -247,6 +252,7 @@ class RolloutWorker:
         learner_codes: set[int],
         recorder: _Recorder | None,
         env_ids: np.ndarray,
+        space: Space,
     ) -> np.ndarray:
         """One batched ``act`` per distinct policy among the rows; idle games take any
         legal action (their results are ignored)."""
@@ -259,7 +265,7 @@ class RolloutWorker:
         for code, rows in groups:
             sub = batch if rows is None else _take(batch, rows)
             if code == IDLE:
-                chosen = _any_legal(sub)
+                chosen = _any_legal(sub, space)
             else:
                 is_learner = code in learner_codes
                 chosen = np.asarray(table.policies[code].act(sub, explore=explore and is_learner, rng=rng))
@@ -283,8 +289,11 @@ def _take(batch: Observations, rows: np.ndarray) -> Observations:
     )
 
 
-def _any_legal(batch: Observations) -> np.ndarray:
+def _any_legal(batch: Observations, space: Space) -> np.ndarray:
     """A legal action per row (for games with no more episodes to play)."""
+    if isinstance(space, Box):
+        value = np.clip(0.0, space.low, space.high)
+        return np.full((len(batch), *space.shape), value, dtype=space.dtype)
     if batch.mask is None:
         return np.zeros(len(batch), dtype=np.int64)
     return np.asarray(batch.mask).argmax(axis=1)

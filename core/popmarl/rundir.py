@@ -58,7 +58,8 @@ class RunDirectory:
     @classmethod
     def check_resume(cls, path: str | os.PathLike[str], config: Mapping[str, Any]) -> RunDirectory:
         """Open a run to continue; its config must match ``config`` except in ``stopping``
-        and ``trackers``."""
+        and ``trackers``. A run killed before its first checkpoint has no
+        :attr:`state_file`: it starts again from the beginning."""
         import yaml
 
         run = cls(path)
@@ -66,8 +67,6 @@ class RunDirectory:
             raise ResumeError(f"--resume {run.path}: no such run directory")
         if not run.config_file.is_file():
             raise ResumeError(f"--resume {run.path}: not a run directory (no config.yaml)")
-        if not run.state_file.is_file():
-            raise ResumeError(f"--resume {run.path}: has no checkpoint to resume from")
         try:
             saved = yaml.safe_load(run.config_file.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:

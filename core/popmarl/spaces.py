@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import attrs
 import numpy as np
 
@@ -23,11 +25,15 @@ class Discrete:
         return int(rng.choice(np.flatnonzero(mask)))
 
 
+def _shape(value: Iterable[int]) -> tuple[int, ...]:
+    return tuple(int(v) for v in value)
+
+
 @attrs.frozen(kw_only=True)
 class Box:
     """A real-valued array of ``shape`` with elementwise bounds."""
 
-    shape: tuple[int, ...] = attrs.field(converter=tuple)
+    shape: tuple[int, ...] = attrs.field(converter=_shape)
     low: float = -np.inf
     high: float = np.inf
     dtype: str = "float32"
@@ -36,11 +42,13 @@ class Box:
     def size(self) -> int:
         return int(np.prod(self.shape, dtype=int))
 
-    def sample(self, rng: np.random.Generator, mask: np.ndarray | None = None) -> np.ndarray:
-        """A uniformly random point (standard normal where a bound is infinite)."""
+    def sample(self, rng: np.random.Generator, mask: np.ndarray | None = None, *, n: int | None = None) -> np.ndarray:
+        """A uniformly random point (standard normal where a bound is infinite); ``n``
+        points stacked when ``n`` is given."""
+        shape = self.shape if n is None else (n, *self.shape)
         if np.isfinite(self.low) and np.isfinite(self.high):
-            return rng.uniform(self.low, self.high, self.shape).astype(self.dtype)
-        return rng.standard_normal(self.shape).astype(self.dtype)
+            return rng.uniform(self.low, self.high, shape).astype(self.dtype)
+        return rng.standard_normal(shape).astype(self.dtype)
 
 
 Space = Discrete | Box

@@ -80,6 +80,7 @@ class PSRO(IterativeScenario):
         table = PayoffTable(agents=ctx.env.agents, values=arrays["payoffs"], filled=arrays["filled"].astype(bool))
         meta = tuple(arrays[f"meta_{k}"] for k in range(len(ctx.env.agents)))
         self.resume_history(saved)
+        table.save(ctx.run_dir.payoffs_file, self._axis_ids(policies))  # a kill may have left it behind
         return PSROState(iteration=int(saved["iteration"]), policies=policies, table=table, meta=meta,
                          solver_metrics=saved["solver_metrics"], history=saved["history"],
                          env_steps=int(saved["env_steps"]), wall_time_s=float(saved["wall_time_s"]))

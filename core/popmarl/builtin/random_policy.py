@@ -38,7 +38,7 @@ class BoxRandomPolicy(Policy):
         self.space = space
 
     def act(self, batch: Observations, *, explore: bool, rng: np.random.Generator) -> np.ndarray:
-        return np.stack([self.space.sample(rng) for _ in range(len(batch))])
+        return self.space.sample(rng, n=len(batch))
 
     def get_weights(self) -> Mapping[str, np.ndarray]:
         return {}

@@ -1,0 +1,71 @@
+"""Algorithm ``softmax_br``: a smoothed (logit) best response in a normal-form game.
+
+Against the opponents' meta-strategy, each action's expected payoff ``v`` is turned into
+the mixed strategy ``softmax(v / temperature)``: as ``temperature`` goes to 0 it becomes
+the exact best response; larger temperatures hedge between near-best actions (a
+quantal-response oracle, as in smoothed fictitious play).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import attrs
+import numpy as np
+
+import popmarl
+from popmarl.metagame import deviation_payoffs
+
+
+@attrs.frozen(kw_only=True)
+class SoftmaxBRConfig:
+    """``temperature``: how much the response is smoothed (> 0; small is sharp)."""
+
+    temperature: float = attrs.field(default=0.05, validator=attrs.validators.gt(0))
+
+
+class SoftmaxPolicy(popmarl.ExplicitPolicy):
+    """A fixed mixed strategy over the actions of a one-shot game."""
+
+    def __init__(self, probs: np.ndarray) -> None:
+        self.probs = np.asarray(probs, dtype=float)
+
+    def probabilities(self, batch: popmarl.Observations) -> np.ndarray:
+        probs = np.broadcast_to(self.probs, (len(batch), self.probs.size))
+        if batch.mask is None:
+            return probs
+        masked = probs * batch.mask
+        return masked / masked.sum(axis=1, keepdims=True)
+
+    def get_weights(self) -> Mapping[str, np.ndarray]:
+        return {"probs": self.probs.copy()}
+
+    def set_weights(self, weights: Mapping[str, np.ndarray]) -> None:
+        self.probs = np.asarray(weights["probs"], dtype=float)
+
+
+def softmax(values: np.ndarray, temperature: float) -> np.ndarray:
+    z = (values - values.max()) / temperature
+    weights = np.exp(z)
+    return weights / weights.sum()
+
+
+class SoftmaxBR(popmarl.Algorithm):
+    """The logit response to the meta-strategy, for env ``matrix`` (any number of players)."""
+
+    Config = SoftmaxBRConfig
+
+    def make_policy(self, *, space: popmarl.PolicySpace, seed: int) -> SoftmaxPolicy:
+        if not isinstance(space.action_space, popmarl.Discrete):
+            raise popmarl.ConfigError(f"algorithm softmax_br: population {space.population} needs discrete actions")
+        n = space.action_space.n
+        return SoftmaxPolicy(np.full(n, 1.0 / n))
+
+    def best_response(self, problem: popmarl.BestResponseProblem) -> SoftmaxPolicy:
+        env = problem.env
+        if not hasattr(env, "payoffs") or not hasattr(env, "mixed_strategies"):
+            raise popmarl.ConfigError("algorithm softmax_br: works only with env 'matrix' (a payoff tensor)")
+        deviations = deviation_payoffs(env.payoffs, env.mixed_strategies(problem.opponents))
+        # A policy playing several seats (agents.mapping: shared) responds to their sum.
+        values = sum(deviations[env.agents.index(agent)] for agent in problem.space.agents)
+        return SoftmaxPolicy(softmax(np.asarray(values, dtype=float), self.config.temperature))

@@ -1,0 +1,108 @@
+"""Env ``pettingzoo``: any PettingZoo AEC or Parallel env, by import path, as a popmarl env.
+
+The env's ``possible_agents`` are popmarl's agents (payoff-table order); agents may join
+and leave during an episode. ``max_steps`` cuts episodes off (truncated): AEC games count
+each agent action, Parallel games each joint step. Env-native limits such as MPE's
+``max_cycles`` go in ``kwargs`` and are reported as truncation too.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Mapping
+from typing import Any, Literal
+
+import attrs
+from popmarl.env import Env, VectorEnv
+from popmarl.errors import ConfigError
+from popmarl.spaces import Box, Discrete
+
+from popmarl_pettingzoo.loading import MODULE, Api, choose_factory, construct, import_target
+from popmarl_pettingzoo.spaces import MASK_KEY, ActionCodec, ObservationCodec, mask_source
+from popmarl_pettingzoo.vector import AECVector, ParallelVector
+
+_IMPORT_PATH = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*(:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*)?")
+
+
+def _import_path(_: object, __: attrs.Attribute[str], value: str) -> None:
+    if not isinstance(value, str) or not _IMPORT_PATH.fullmatch(value):
+        raise ValueError(f"must be an import path such as pettingzoo.classic.connect_four_v3 or package.module:attr, got {value!r}")
+
+
+@attrs.frozen(kw_only=True)
+class PettingZooConfig:
+    """``module``: the env module (``env()`` = AEC, ``parallel_env()`` = Parallel) or
+    ``module:attr``; ``kwargs``: passed to the constructor; ``api``: which constructor
+    (``auto`` prefers ``parallel_env``); ``max_steps``: truncate episodes after this many
+    steps; ``flatten``: Box observations as 1-D vectors (else they keep their shape)."""
+
+    module: str = attrs.field(default="pettingzoo.classic.connect_four_v3", validator=_import_path)
+    kwargs: dict[str, Any] = attrs.field(factory=dict)
+    api: Literal["auto", "aec", "parallel"] = attrs.field(
+        default="auto", validator=attrs.validators.in_(("auto", "aec", "parallel")))
+    max_steps: int | None = attrs.field(default=None, validator=attrs.validators.optional(attrs.validators.ge(1)))
+    flatten: bool = True
+
+
+class PettingZooEnv(Env):
+    """A PettingZoo env; :meth:`vector` makes N instances stepped in batches."""
+
+    Config = PettingZooConfig
+    config: PettingZooConfig
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        cfg = self.config
+        factory, self.api = choose_factory(import_target(cfg.module), cfg.module, cfg.api)
+        self._make = functools.partial(construct, factory, self.api, cfg.kwargs, cfg.module)
+        probe = self._make()
+        try:
+            self._agents, self._observations, self._actions = _describe(probe, self.api, cfg.flatten, cfg.module)
+        finally:
+            probe.close()
+
+    def __reduce__(self) -> tuple[Any, tuple[()]]:
+        """Pickle as the config; the env is rebuilt (and its module imported) on load."""
+        return functools.partial(type(self), config=self.config), ()
+
+    @property
+    def agents(self) -> tuple[str, ...]:
+        return self._agents
+
+    def observation_space(self, agent: str) -> Box:
+        return self._observations[agent].space
+
+    def action_space(self, agent: str) -> Discrete | Box:
+        return self._actions[agent].space
+
+    def vector(self, *, num_envs: int, seed: int) -> VectorEnv:
+        cls = AECVector if self.api == "aec" else ParallelVector
+        return cls(make=self._make, agents=self._agents, observations=self._observations, actions=self._actions,
+                   num_envs=num_envs, seed=seed, max_steps=self.config.max_steps)
+
+
+def _describe(env: Any, api: Api, flatten: bool, path: str) -> tuple[
+        tuple[str, ...], dict[str, ObservationCodec], dict[str, ActionCodec]]:
+    """The agents and their codecs, from a freshly made env (reset once to read infos)."""
+    if api == "aec":
+        env.reset(seed=0)
+        infos: Mapping[str, Any] = env.infos
+    else:
+        _, infos = env.reset(seed=0)
+    agents = tuple(env.possible_agents)
+    if not agents:
+        raise ConfigError(f"{MODULE}: {path} has no possible_agents")
+    odd = [a for a in agents if not isinstance(a, str)]
+    if odd:
+        raise ConfigError(f"{MODULE}: {path} has non-string agent ids {odd!r}; popmarl names agents by strings")
+    in_info = any(isinstance(infos.get(a), Mapping) and MASK_KEY in infos[a] for a in agents)
+    actions = {a: ActionCodec(a, env.action_space(a)) for a in agents}
+    observations = {}
+    for agent in agents:
+        space = env.observation_space(agent)
+        act = actions[agent].space
+        n_actions = act.n if isinstance(act, Discrete) else None
+        observations[agent] = ObservationCodec(agent, space, mask_source=mask_source(space, in_info=in_info),
+                                               n_actions=n_actions, flatten=flatten)
+    return agents, observations, actions

@@ -1,0 +1,146 @@
+"""Find a PettingZoo env by import path and construct it; bad input is a ConfigError.
+
+``module`` is ``package.module`` (a PettingZoo env module with ``env()`` and/or
+``parallel_env()``) or ``package.module:attr``, where ``attr`` is such an object or an
+``AECEnv`` / ``ParallelEnv`` subclass.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import pkgutil
+from collections.abc import Callable, Mapping
+from typing import Any, Literal
+
+from popmarl.errors import ConfigError
+from popmarl.structure import did_you_mean
+
+Api = Literal["aec", "parallel"]
+
+#: The pip install that provides each env family (longest matching prefix wins).
+INSTALL_HINTS = {
+    "pettingzoo.classic": 'pip install "pettingzoo[classic]"',
+    "pettingzoo.butterfly": 'pip install "pettingzoo[butterfly]"',
+    "pettingzoo.sisl": 'pip install "pettingzoo[sisl]"',
+    "pettingzoo.atari": 'pip install "pettingzoo[atari]"',
+    "pettingzoo.mpe": "pip install mpe2 (MPE moved there: use module mpe2.<env>, e.g. mpe2.simple_spread_v3)",
+    "pettingzoo.magent": "pip install magent2 (MAgent moved there: use module magent2.environments.<env>)",
+    "pettingzoo": "pip install pettingzoo",
+    "mpe2": 'pip install mpe2 (or pip install "popmarl-pettingzoo[mpe]")',
+    "magent2": "pip install magent2",
+}
+
+MODULE = "env.params.module"
+KWARGS = "env.params.kwargs"
+API = "env.params.api"
+
+
+def install_hint(module: str) -> str | None:
+    """The pip command that installs ``module``'s env family, if it is a known one."""
+    for prefix in sorted(INSTALL_HINTS, key=len, reverse=True):
+        if module == prefix or module.startswith(prefix + "."):
+            return INSTALL_HINTS[prefix]
+    return None
+
+
+def import_target(path: str) -> Any:
+    """The module (or ``module:attr`` object) named by ``path``."""
+    module_name, _, attr = path.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        raise ConfigError(_not_found(module_name, exc)) from None
+    except Exception as exc:  # noqa: BLE001 - any failure while importing is the user's to fix
+        hint = install_hint(module_name)
+        message = f"{MODULE}: importing {module_name} failed ({type(exc).__name__}: {exc})"
+        raise ConfigError(message + (f"; install it with: {hint}" if hint else "")) from None
+    target: Any = module
+    for part in filter(None, attr.split(".")):
+        if not hasattr(target, part):
+            raise ConfigError(f"{MODULE}: {module_name} has no attribute {attr!r}")
+        target = getattr(target, part)
+    return target
+
+
+def _not_found(module_name: str, exc: ModuleNotFoundError) -> str:
+    missing = exc.name or ""
+    hint = install_hint(module_name)
+    if missing and (module_name == missing or module_name.startswith(missing + ".")):
+        # The module itself (or a parent package) does not exist.
+        missing = _first_missing(module_name) or missing
+        parent, _, leaf = missing.rpartition(".")
+        suggestion = did_you_mean(leaf, _siblings(parent)) if parent else ""
+        message = f"{MODULE}: no module named {missing!r}{suggestion}"
+        if not suggestion and hint and parent == "":
+            message += f"; install it with: {hint}"
+        return message
+    message = f"{MODULE}: importing {module_name} needs the missing module {missing!r}"
+    return message + f"; install it with: {hint}" if hint else message + f"; install it with: pip install {missing}"
+
+
+def _first_missing(module_name: str) -> str | None:
+    """The shortest prefix of ``module_name`` that cannot be found."""
+    parts = module_name.split(".")
+    for end in range(1, len(parts) + 1):
+        prefix = ".".join(parts[:end])
+        try:
+            if importlib.util.find_spec(prefix) is None:
+                return prefix
+        except (ImportError, ValueError):
+            return prefix
+    return None
+
+
+def _siblings(package: str) -> list[str]:
+    try:
+        module = importlib.import_module(package)
+    except Exception:  # noqa: BLE001 - no suggestions, then
+        return []
+    return [m.name for m in pkgutil.iter_modules(getattr(module, "__path__", []))]
+
+
+def choose_factory(target: Any, path: str, api: str) -> tuple[Callable[..., Any], Api]:
+    """The constructor to call and which API it produces, for ``api`` auto|aec|parallel.
+    ``auto`` prefers ``parallel_env`` (all simultaneous agents decide in one batch)."""
+    from pettingzoo.utils.env import AECEnv, ParallelEnv  # type: ignore[import-untyped]
+
+    if isinstance(target, type):
+        kind: Api | None = "aec" if issubclass(target, AECEnv) else "parallel" if issubclass(target, ParallelEnv) else None
+        if kind is None:
+            raise ConfigError(f"{MODULE}: {path} is a class but not an AECEnv or ParallelEnv subclass")
+        if api not in ("auto", kind):
+            article = "an AEC" if kind == "aec" else "a Parallel"
+            raise ConfigError(f"{API}: {path} is {article} env class, not {api}; use api: {kind} or auto")
+        return target, kind
+    found: dict[str, Callable[..., Any]] = {}
+    for option, name in (("parallel", "parallel_env"), ("aec", "env")):
+        if callable(getattr(target, name, None)):
+            found[option] = getattr(target, name)
+    if not found:
+        raise ConfigError(
+            f"{MODULE}: {path} has no env() or parallel_env(); name a PettingZoo env module "
+            "such as pettingzoo.classic.connect_four_v3 or mpe2.simple_spread_v3"
+        )
+    if api == "auto":
+        kind = "parallel" if "parallel" in found else "aec"
+        return found[kind], kind
+    if api not in found:
+        other = next(iter(found))
+        raise ConfigError(f"{API}: {path} has no {'parallel_env' if api == 'parallel' else 'env'}(); use api: {other} or auto")
+    return found[api], api  # type: ignore[return-value]
+
+
+def construct(factory: Callable[..., Any], kind: Api, kwargs: Mapping[str, Any], path: str) -> Any:
+    """``factory(**kwargs)``; a constructor that rejects the kwargs is a ConfigError."""
+    from pettingzoo.utils.env import AECEnv, ParallelEnv
+
+    try:
+        env = factory(**kwargs)
+    except (TypeError, ValueError, AssertionError, KeyError) as exc:
+        name = getattr(factory, "__name__", "env")
+        raise ConfigError(f"{KWARGS}: {path}.{name}(**{dict(kwargs)!r}) failed: {type(exc).__name__}: {exc}") from None
+    expected = AECEnv if kind == "aec" else ParallelEnv
+    if not isinstance(env, expected):
+        raise ConfigError(f"{MODULE}: {path} made a {type(env).__name__}, not a PettingZoo {expected.__name__}")
+    return env

@@ -1,0 +1,253 @@
+"""Vectors of PettingZoo games: N env instances stepped together, one batch per agent.
+
+Each :class:`~popmarl.env.Step` gathers the decisions of every acting agent across the
+copies into one :class:`~popmarl.records.Observations` per agent (arrays allocated at
+their final size and filled row by row; they belong to the caller), so the rollout
+engine makes one policy call per population per step. Episode returns are summed per
+copy in ``possible_agents`` order; finished copies reset at once, and their first
+decisions are in the same Step. Copy ``i`` is seeded with ``seed + i`` on its first
+reset; later episodes continue its random stream.
+
+AEC games: rewards follow PettingZoo's ``last()`` contract (an agent's cumulative reward
+since it last acted, collected whenever it is selected, dead or alive), so returns equal
+PettingZoo's own totals. Dead agents are stepped with ``None`` here, never shown to
+policies. Per-step state is read from ``env.unwrapped`` (PettingZoo's wrappers write
+their effects there); ``observe`` and ``step`` go through the wrappers.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from popmarl.env import Step, VectorEnv
+from popmarl.records import Observations
+
+from popmarl_pettingzoo.spaces import ActionCodec, ObservationCodec
+
+Finished = list[tuple[int, np.ndarray, bool]]
+
+
+class _Vector(VectorEnv):
+    """Bookkeeping shared by both APIs: seeds, returns, step counts, truncation, Steps."""
+
+    def __init__(self, *, make: Callable[[], Any], agents: Sequence[str], observations: Mapping[str, ObservationCodec],
+                 actions: Mapping[str, ActionCodec], num_envs: int, seed: int, max_steps: int | None) -> None:
+        self.num_envs = num_envs
+        self.agents = tuple(agents)
+        self.envs = [make() for _ in range(num_envs)]
+        self._index = {a: k for k, a in enumerate(self.agents)}
+        self._obs_codecs = observations
+        self._act_codecs = actions
+        self._seed = seed
+        self._seeded = [False] * num_envs
+        self._max_steps = max_steps or 0
+        self._returns = np.zeros((num_envs, len(self.agents)))
+        self._steps = [0] * num_envs
+        self._truncated = [False] * num_envs
+        self._pending: dict[str, np.ndarray] = {}
+        self._none = np.zeros(0, dtype=np.int64)  # empty (read-only) results of a Step with no finished game
+        self._no_returns = np.zeros((0, len(self.agents)))
+        self._no_flags = np.zeros(0, dtype=bool)
+        for empty in (self._none, self._no_returns, self._no_flags):
+            empty.flags.writeable = False
+
+    def _next_seed(self, i: int) -> int | None:
+        if self._seeded[i]:
+            return None
+        self._seeded[i] = True
+        return self._seed + i
+
+    def _begin(self, i: int) -> None:
+        self._returns[i] = 0.0
+        self._steps[i] = 0
+        self._truncated[i] = False
+
+    def _finish(self, i: int, finished: Finished) -> None:
+        finished.append((i, self._returns[i].copy(), self._truncated[i]))
+
+    def _zeros(self) -> np.ndarray:
+        return np.zeros((self.num_envs, len(self.agents)))
+
+    def _actions(self, actions: Mapping[str, np.ndarray]) -> list[tuple[str, list[int], list[Any]]]:
+        """Per pending agent: the copies it acts in and its env actions for them."""
+        result = []
+        for agent, ids in self._pending.items():
+            if agent not in actions:
+                raise KeyError(f"no actions for agent {agent!r}, which must act in {len(ids)} game(s)")
+            decoded = self._act_codecs[agent].decode(actions[agent])
+            if len(decoded) != len(ids):
+                raise ValueError(f"agent {agent!r}: {len(decoded)} actions for {len(ids)} decisions")
+            result.append((agent, ids.tolist(), decoded))
+        return result
+
+    def _step(self, selected: Mapping[str, list[int]], rewards: np.ndarray, finished: Finished) -> Step:
+        decisions: dict[str, tuple[np.ndarray, Observations]] = {}
+        self._pending = {}
+        for agent in self.agents:
+            copies = selected.get(agent)
+            if not copies:
+                continue
+            codec = self._obs_codecs[agent]
+            infos = self._infos_of(agent, copies) if codec.mask_source == "info" else None
+            ids = np.array(copies, dtype=np.int64)
+            decisions[agent] = (ids, codec.batch(self._observe(agent, copies), infos))
+            self._pending[agent] = ids
+        if not finished:
+            return Step(decisions=decisions, rewards=rewards, finished=self._none, returns=self._no_returns,
+                        truncated=self._no_flags)
+        return Step(
+            decisions=decisions,
+            rewards=rewards,
+            finished=np.array([f[0] for f in finished], dtype=np.int64),
+            returns=np.stack([f[1] for f in finished]),
+            truncated=np.array([f[2] for f in finished], dtype=bool),
+        )
+
+    @abstractmethod
+    def _observe(self, agent: str, copies: list[int]) -> list[Any]:
+        """``agent``'s raw observations in ``copies``."""
+
+    @abstractmethod
+    def _infos_of(self, agent: str, copies: list[int]) -> list[Any]:
+        """``agent``'s infos in ``copies``."""
+
+    def close(self) -> None:
+        for env in self.envs:
+            env.close()
+
+
+class AECVector(_Vector):
+    """Turn-based (AEC) games: each copy waits on exactly one agent at a time."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._raw = [env.unwrapped for env in self.envs]
+
+    def reset(self) -> Step:
+        rewards, finished = self._zeros(), Finished()
+        selected: dict[str, list[int]] = {}
+        for i in range(self.num_envs):
+            self._restart(i)
+            selected.setdefault(self._advance(i, rewards, finished), []).append(i)
+        return self._step(selected, rewards, finished)
+
+    def step(self, actions: Mapping[str, np.ndarray]) -> Step:
+        rewards, finished = self._zeros(), Finished()
+        selected: dict[str, list[int]] = {}
+        envs, steps = self.envs, self._steps
+        for _, ids, decoded in self._actions(actions):
+            for i, action in zip(ids, decoded):
+                envs[i].step(action)
+                steps[i] += 1
+                selected.setdefault(self._advance(i, rewards, finished), []).append(i)
+        return self._step(selected, rewards, finished)
+
+    def _restart(self, i: int) -> None:
+        self.envs[i].reset(seed=self._next_seed(i))
+        self._begin(i)
+
+    def _advance(self, i: int, rewards: np.ndarray, finished: Finished) -> str:
+        """Collect rewards, step dead agents, end and restart the episode as needed;
+        return the live agent copy ``i`` now waits on."""
+        env, raw, index, returns = self.envs[i], self._raw[i], self._index, self._returns
+        restarted = False
+        while True:
+            agents = raw.agents
+            if not agents or (self._max_steps and self._steps[i] >= self._max_steps):
+                if agents:  # cut off: the remaining agents' pending rewards count, then truncate
+                    for agent in agents:
+                        reward = raw._cumulative_rewards.get(agent, 0)
+                        if reward:
+                            rewards[i, index[agent]] += reward
+                            returns[i, index[agent]] += reward
+                    self._truncated[i] = True
+                if restarted and self._steps[i] == 0:
+                    raise RuntimeError(f"{raw} ended an episode without any agent acting")
+                self._finish(i, finished)
+                self._restart(i)
+                restarted = True
+                continue
+            agent = raw.agent_selection
+            reward = raw._cumulative_rewards[agent]
+            if reward:
+                rewards[i, index[agent]] += reward
+                returns[i, index[agent]] += reward
+            if raw.terminations[agent] or raw.truncations[agent]:
+                if not raw.terminations[agent]:
+                    self._truncated[i] = True
+                env.step(None)
+                continue
+            return agent  # type: ignore[no-any-return]
+
+    def _observe(self, agent: str, copies: list[int]) -> list[Any]:
+        envs = self.envs
+        return [envs[i].observe(agent) for i in copies]
+
+    def _infos_of(self, agent: str, copies: list[int]) -> list[Any]:
+        raw = self._raw
+        return [raw[i].infos.get(agent) for i in copies]
+
+
+class ParallelVector(_Vector):
+    """Simultaneous-move (Parallel API) games: every live agent of every copy acts."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._obs: list[Mapping[str, Any]] = [{} for _ in range(self.num_envs)]
+        self._infos: list[Mapping[str, Any]] = [{} for _ in range(self.num_envs)]
+
+    def reset(self) -> Step:
+        for i in range(self.num_envs):
+            self._restart(i)
+        return self._result(self._zeros(), Finished())
+
+    def step(self, actions: Mapping[str, np.ndarray]) -> Step:
+        joint: list[dict[str, Any]] = [{} for _ in range(self.num_envs)]
+        for agent, ids, decoded in self._actions(actions):
+            for i, action in zip(ids, decoded):
+                joint[i][agent] = action
+        rewards, finished = self._zeros(), Finished()
+        index, returns, max_steps = self._index, self._returns, self._max_steps
+        for i, env in enumerate(self.envs):
+            obs, step_rewards, terminations, truncations, infos = env.step(joint[i])
+            for agent, reward in step_rewards.items():
+                if reward:
+                    rewards[i, index[agent]] += reward
+                    returns[i, index[agent]] += reward
+            for agent, truncated in truncations.items():
+                if truncated and not terminations.get(agent, False):
+                    self._truncated[i] = True
+            self._obs[i], self._infos[i] = obs, infos
+            self._steps[i] += 1
+            live = env.agents
+            if not live or (max_steps and self._steps[i] >= max_steps):
+                if live:
+                    self._truncated[i] = True
+                self._finish(i, finished)
+                self._restart(i)
+        return self._result(rewards, finished)
+
+    def _restart(self, i: int) -> None:
+        obs, infos = self.envs[i].reset(seed=self._next_seed(i))
+        if not self.envs[i].agents:
+            raise RuntimeError(f"{self.envs[i]} has no agents after reset")
+        self._obs[i], self._infos[i] = obs, infos
+        self._begin(i)
+
+    def _result(self, rewards: np.ndarray, finished: Finished) -> Step:
+        selected: dict[str, list[int]] = {}
+        for i, env in enumerate(self.envs):
+            for agent in env.agents:
+                selected.setdefault(agent, []).append(i)
+        return self._step(selected, rewards, finished)
+
+    def _observe(self, agent: str, copies: list[int]) -> list[Any]:
+        obs = self._obs
+        return [obs[i][agent] for i in copies]
+
+    def _infos_of(self, agent: str, copies: list[int]) -> list[Any]:
+        infos = self._infos
+        return [infos[i].get(agent) for i in copies]

@@ -1,0 +1,164 @@
+"""Done-when (4): a run killed with SIGKILL at any point and continued with ``--resume``
+ends exactly as an uninterrupted run (summary minus wall times, payoffs.npz, one
+metrics.jsonl line per iteration); resuming a completed run changes nothing."""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from core_helpers import assert_same_arrays, read_metrics, read_npz, read_summary, tree_digest, without_times
+
+#: Long enough to be killed in the middle: each iteration adds a row and a column to a
+#: growing table and checkpoints it.
+ITERATIONS = 150
+KILL_CONFIG = {"env": {"params": {"game": "random_general_sum", "size": 30, "seed": 0}},
+               "stopping": {"max_iterations": ITERATIONS}}
+SEED = int(os.environ.get("POPMARL_TEST_KILL_SEED", random.SystemRandom().randrange(1 << 30)))
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory, config_writer, cli):
+    """An uninterrupted run of KILL_CONFIG, and how long it ran once its directory existed."""
+    root = tmp_path_factory.mktemp("reference")
+    config = config_writer(root, **KILL_CONFIG)
+    proc = cli.popen("run", config, "--out", root / "run", cwd=root)
+    _wait_for(root / "run" / "config.yaml", proc)
+    start = time.monotonic()
+    _, stderr = proc.communicate(timeout=600)
+    seconds = time.monotonic() - start
+    assert proc.returncode == 0, stderr
+    return root / "run", seconds
+
+
+def _assert_same_run(run: Path, reference_run: Path) -> None:
+    summary, expected = read_summary(run), read_summary(reference_run)
+    assert summary["status"] == "completed" and summary["iterations"] == ITERATIONS
+    assert without_times(summary) == without_times(expected)
+    for key in ("populations", "meta_strategies", "nash_conv", "iterations"):
+        assert summary[key] == expected[key], key
+    assert_same_arrays(read_npz(run / "payoffs.npz"), read_npz(reference_run / "payoffs.npz"))
+    metrics, expected_metrics = read_metrics(run), read_metrics(reference_run)
+    assert [m["iteration"] for m in metrics] == list(range(1, ITERATIONS + 1)), "one line per iteration"
+    assert [without_times(m) for m in metrics] == [without_times(m) for m in expected_metrics]
+
+
+def _wait_for(path: Path, proc, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert proc.poll() is None, "the run ended before it could be killed"
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.001)
+
+
+#: Where to kill: as soon as the run directory exists (before or during the first
+#: checkpoint), then at a random moment of a random iteration early in the run and late in
+#: it (progress, not wall time, picks the iteration, so a loaded machine cannot make the
+#: run finish before the kill).
+KILL_POINTS = {"as_soon_as_the_directory_exists": None, "random_early": (1, 30), "random_late": (60, 140)}
+
+
+def _wait_for_iterations(metrics: Path, count: int, proc) -> None:
+    deadline = time.monotonic() + 300
+    while not metrics.exists() or metrics.read_bytes().count(b"\n") < count:
+        assert proc.poll() is None, "the run ended before it could be killed"
+        assert time.monotonic() < deadline, f"{metrics} never reached {count} lines"
+        time.sleep(0.002)
+
+
+@pytest.mark.parametrize("point", list(KILL_POINTS))
+def test_kill_9_then_resume_ends_like_an_uninterrupted_run(point, reference, tmp_path, write_config, popen_cli,
+                                                           run_cli) -> None:
+    reference_run, seconds = reference
+    rng = random.Random(f"{SEED}-{point}")
+    config = write_config(**KILL_CONFIG)
+    run = tmp_path / "run"
+    proc = popen_cli("run", config, "--out", run)
+    try:
+        _wait_for(run / "config.yaml", proc)
+        if KILL_POINTS[point] is not None:
+            _wait_for_iterations(run / "metrics.jsonl", rng.randint(*KILL_POINTS[point]), proc)
+            time.sleep(rng.uniform(0, 2 * seconds / ITERATIONS))  # somewhere in the next iteration or two
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        _, stderr = proc.communicate(timeout=60)
+    context = f"kill point {point}, POPMARL_TEST_KILL_SEED={SEED}"
+    assert proc.returncode == -signal.SIGKILL, f"the run was not killed mid-way ({context}): {stderr}"
+    done = len(read_metrics(run)) if (run / "metrics.jsonl").exists() else 0
+    assert done < ITERATIONS, context
+
+    result = run_cli("run", config, "--resume", run)
+    assert result.returncode == 0, f"{context}\n{result}"
+    _assert_same_run(run, reference_run)
+
+
+def test_resume_of_a_completed_run_changes_nothing(reference, tmp_path, write_config, run_cli) -> None:
+    reference_run, _ = reference
+    run = tmp_path / "run"
+    shutil.copytree(reference_run, run)
+    before = tree_digest(run)
+    result = run_cli("run", write_config(**KILL_CONFIG), "--resume", run)
+    assert result.returncode == 0, result
+    summary = read_summary(run)
+    assert summary["status"] == "completed"
+    assert without_times(summary) == without_times(read_summary(reference_run))
+    after = tree_digest(run)
+    changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+    assert changed in ([], ["summary.json"]), changed  # at most the summary's wall time is rewritten
+
+
+def test_resume_with_more_iterations_continues_the_run(run_inprocess, tmp_path: Path) -> None:
+    """Stopping may change on resume: 3 iterations then 3 more equal 6 straight."""
+    config = {"env": {"params": {"game": "random_zero_sum", "size": 7, "seed": 2}}}
+    run_inprocess(out="straight", stopping={"max_iterations": 6}, **config)
+    first = run_inprocess(out="split", stopping={"max_iterations": 3}, **config)
+    assert first["iterations"] == 3
+    resumed = run_inprocess(resume="split", stopping={"max_iterations": 6}, **config)
+    assert without_times(resumed) == without_times(read_summary(tmp_path / "straight"))
+    assert [m["iteration"] for m in read_metrics(tmp_path / "split")] == [1, 2, 3, 4, 5, 6]
+    assert_same_arrays(read_npz(tmp_path / "split" / "payoffs.npz"), read_npz(tmp_path / "straight" / "payoffs.npz"))
+
+
+def test_resume_refuses_a_corrupt_checkpoint_without_touching_it(run_inprocess, run_cli, write_config,
+                                                                  tmp_path: Path) -> None:
+    run_inprocess(stopping={"max_iterations": 2})
+    state = tmp_path / "run" / "checkpoints" / "state.json"
+    state.write_text("{ not json")
+    before = tree_digest(tmp_path / "run")
+    result = run_cli("run", write_config(stopping={"max_iterations": 4}), "--resume", tmp_path / "run")
+    assert result.returncode == 2, result
+    assert result.stderr.count("\n") == 1 and "state.json" in result.stderr and "Traceback" not in result.stderr
+    assert tree_digest(tmp_path / "run") == before
+
+
+def test_resume_of_a_run_killed_before_its_first_checkpoint_starts_it_afresh(run_inprocess, write_config,
+                                                                             tmp_path: Path) -> None:
+    """What a kill leaves between creating the directory and committing iteration 0."""
+    import popmarl
+    from popmarl.config import dump
+    from popmarl.rundir import RunDirectory
+
+    straight = run_inprocess(out="straight")
+    config = popmarl.load_config(str(write_config()))
+    RunDirectory(tmp_path / "early").create(dump(config))
+    assert not RunDirectory(tmp_path / "early").state_file.exists()
+    resumed = popmarl.run(config, resume=str(tmp_path / "early"))
+    assert without_times(resumed) == without_times(straight)
+    assert [m["iteration"] for m in read_metrics(tmp_path / "early")] == [1, 2, 3]
+
+
+def test_resume_rebuilds_a_payoff_file_the_kill_left_stale(run_inprocess, tmp_path: Path) -> None:
+    """A kill between a checkpoint's commit and the payoffs.npz written after it, at the
+    last iteration: resuming must not leave the previous iteration's table behind."""
+    run_inprocess(out="two", stopping={"max_iterations": 2})
+    run_inprocess(out="three", stopping={"max_iterations": 3})
+    expected = read_npz(tmp_path / "three" / "payoffs.npz")
+    shutil.copy(tmp_path / "two" / "payoffs.npz", tmp_path / "three" / "payoffs.npz")
+    run_inprocess(resume="three", stopping={"max_iterations": 3})
+    assert_same_arrays(read_npz(tmp_path / "three" / "payoffs.npz"), expected)
