@@ -48,12 +48,14 @@ class RunDirectory:
         return run
 
     def create(self, config_yaml: str) -> None:
-        """Make the directory and write the resolved config."""
+        """Make the directory and write the resolved config (first, so a kill before it is
+        complete leaves a directory ``--out`` accepts again)."""
         try:
-            (self.checkpoints / "policies").mkdir(parents=True, exist_ok=True)
+            self.path.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise UserError(f"--out {self.path}: cannot create ({exc.strerror})") from None
         write_text(self.config_file, config_yaml)
+        (self.checkpoints / "policies").mkdir(parents=True, exist_ok=True)
 
     @classmethod
     def check_resume(cls, path: str | os.PathLike[str], config: Mapping[str, Any]) -> RunDirectory:

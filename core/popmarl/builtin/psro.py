@@ -217,7 +217,9 @@ class PSRO(IterativeScenario):
         }
         for population in self.ctx.mapping.populations:
             metrics[f"population_size/{population}"] = len(state.policies[population])
-            metrics[f"meta_entropy/{population}"] = entropy(self.population_meta(state, population))
+            meta = self.population_meta(state, population)
+            metrics[f"meta_entropy/{population}"] = entropy(meta)
+            metrics[f"meta_strategy/{population}"] = meta.tolist()
         metrics.update({"env_steps": state.env_steps, "iteration_env_steps": steps,
                         "steps_per_s": steps / seconds if seconds > 0 else 0.0,
                         **{f"{k}_s": v for k, v in times.items()},

@@ -18,8 +18,6 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from popmarl.metagame import nash_conv
-
 
 class MetaGame:
     """Deviation payoffs of each solved population, and the map back to every player."""
@@ -71,10 +69,6 @@ class MetaGame:
         if self.symmetric:
             return tuple(mixtures[0] for _ in range(self.n_players))
         return tuple(mixtures)
-
-    def nash_conv(self, mixtures: Sequence[np.ndarray]) -> float:
-        """NashConv of ``mixtures`` (solved populations) on the original game."""
-        return nash_conv(self.payoffs, self.expand(mixtures))
 
 
 def contract(payoffs: np.ndarray, mixtures: Sequence[np.ndarray]) -> list[np.ndarray]:

@@ -22,20 +22,32 @@ from popmarl_solvers.games import MetaGame
 from popmarl_solvers.symmetric import SymmetricOption, validate_symmetric
 
 
-def project_simplices(flat: np.ndarray, game: MetaGame, gamma: float) -> np.ndarray:
-    """Euclidean projection of every population's block of ``flat`` onto its γ-floored
-    simplex ``{x >= gamma, sum x = 1}`` — all blocks at once (sort-based, Duchi et al.)."""
-    seg, starts = game.segment, game.starts
-    sizes = np.asarray(game.sizes)
-    order = np.lexsort((-flat, seg))  # descending within each block, blocks in order
-    u = flat[order] - gamma
-    cumulative = np.cumsum(u)
-    before = np.concatenate([[0.0], cumulative[starts[1:] - 1]])
-    rank = np.arange(flat.size) - starts[seg] + 1
-    mass = np.maximum(1.0 - sizes * gamma, 0.0)
-    shifts = (cumulative - before[seg] - mass[seg]) / rank
-    last = np.maximum.reduceat(np.where(u > shifts, np.arange(flat.size), starts[seg]), starts)
-    return np.maximum(flat - gamma - shifts[last][seg], 0.0) + gamma
+class SimplexProjection:
+    """Euclidean projection of every population's block of a flat vector onto its
+    γ-floored simplex ``{x >= gamma, sum x = 1}``, all blocks at once (the sort-based
+    method of Duchi et al. 2008, with the per-block constants computed once)."""
+
+    def __init__(self, game: MetaGame, gamma: float) -> None:
+        self.gamma = gamma
+        self.seg = game.segment
+        self.starts = game.starts
+        self.ends = np.cumsum(game.sizes) - 1
+        self.rank = (np.arange(self.seg.size) - self.starts[self.seg] + 1).astype(float)
+        self.mass = np.maximum(1.0 - np.asarray(game.sizes) * gamma, 0.0)[self.seg]
+        self.index = np.arange(self.seg.size)
+        self.first = self.starts[self.seg]
+
+    def __call__(self, flat: np.ndarray) -> np.ndarray:
+        seg = self.seg
+        spread = 2.0 * np.abs(flat).max() + 1.0
+        order = np.argsort(seg * spread - flat)  # descending within each block, blocks in order
+        u = flat[order] - self.gamma
+        cumulative = np.cumsum(u)
+        before = cumulative[self.starts - 1]
+        before[0] = 0.0
+        shifts = (cumulative - before[seg] - self.mass) / self.rank
+        last = np.maximum.reduceat(np.where(u > shifts, self.index, self.first), self.starts)
+        return np.maximum(flat - self.gamma - shifts[last][seg], 0.0) + self.gamma
 
 
 def projected_replicator_dynamics(
@@ -58,6 +70,7 @@ def projected_replicator_dynamics(
     total = flat.copy() if window == iterations + 1 else np.zeros_like(flat)
     sizes = np.asarray(game.sizes, dtype=float)
     seg = game.segment
+    project = SimplexProjection(game, gamma)
     for t in range(1, iterations + 1):
         u = game.flat_deviations(flat)
         flat = flat + dt * flat * (u - game.segment_sums(flat * u)[seg])
@@ -67,7 +80,7 @@ def projected_replicator_dynamics(
             flat = np.maximum(flat, gamma)
             flat /= game.segment_sums(flat)[seg]
         else:
-            flat = project_simplices(flat, game, gamma)
+            flat = project(flat)
         if t > iterations - window:
             total += flat
     return game.split(total / window)

@@ -2,7 +2,8 @@
 
 Pure equilibria are read off the payoff tensor at once. Mixed ones are searched over
 support profiles in PNS order — small and balanced supports first — skipping profiles in
-which some support strategy is conditionally strictly dominated. On each remaining
+which some support strategy is conditionally strictly dominated (given the others'
+supports). On each remaining
 profile the indifference equations (every support strategy earns the player's value,
 each mixture sums to 1: a square polynomial system) are solved by Newton's method
 (MINPACK ``hybr``) from the uniform mixtures; a root is accepted when its mixtures are
@@ -42,17 +43,14 @@ def _size_profiles(sizes: Sequence[int]) -> list[tuple[int, ...]]:
     return sorted(profiles, key=lambda ks: (sum(ks), max(ks) - min(ks)))
 
 
-def _dominated(payoffs: np.ndarray, supports: Supports) -> bool:
-    """True if a support strategy is strictly beaten by another strategy against every
-    pure profile of the other players' supports."""
-    for k, own in enumerate(supports):
-        axes = [np.arange(payoffs.shape[1 + k]) if j == k else np.asarray(s) for j, s in enumerate(supports)]
-        sub = payoffs[k][np.ix_(*axes)]
-        rows = np.moveaxis(sub, k, 0).reshape(sub.shape[k], -1)
-        beaten = (rows[:, None, :] > rows[None, list(own), :]).all(axis=2).any(axis=0)
-        if beaten.any():
-            return True
-    return False
+def _undominated(payoffs: np.ndarray, k: int, others: Supports) -> np.ndarray:
+    """Player ``k``'s strategies that no strategy strictly beats against every pure
+    profile of the other players' supports (``others[j]`` for ``j != k``; ``others[k]``
+    is ignored)."""
+    axes = [np.arange(payoffs.shape[1 + k]) if j == k else np.asarray(s) for j, s in enumerate(others)]
+    sub = payoffs[k][np.ix_(*axes)]
+    rows = np.moveaxis(sub, k, 0).reshape(sub.shape[k], -1)
+    return ~(rows[:, None, :] > rows[None, :, :]).all(axis=2).any(axis=0)
 
 
 def _pair_matrix(tensor: np.ndarray, xs: Sequence[np.ndarray], i: int, j: int) -> np.ndarray:
@@ -64,13 +62,31 @@ def _pair_matrix(tensor: np.ndarray, xs: Sequence[np.ndarray], i: int, j: int) -
 
 
 def _candidates(payoffs: np.ndarray) -> Iterator[Supports]:
+    """Support profiles in PNS order without conditionally dominated support strategies.
+
+    The last player's support is drawn only from its strategies undominated against the
+    others' supports; the undominated sets are cached per (player, others' supports).
+    """
     sizes = payoffs.shape[1:]
+    last = len(sizes) - 1
+    cache: dict[tuple[int, Supports], np.ndarray] = {}
+
+    def allowed(k: int, supports: Supports) -> np.ndarray:
+        key = (k, supports[:k] + supports[k + 1 :])
+        if key not in cache:
+            cache[key] = _undominated(payoffs, k, supports)
+        return cache[key]
+
     for ks in _size_profiles(sizes):
-        for supports in itertools.product(
-            *(itertools.combinations(range(s), k) for s, k in zip(sizes, ks, strict=True))
-        ):
-            if not _dominated(payoffs, supports):
-                yield supports
+        heads = itertools.product(
+            *(itertools.combinations(range(s), k) for s, k in zip(sizes[:-1], ks[:-1], strict=True))
+        )
+        for head in heads:
+            pool = np.flatnonzero(allowed(last, (*head, ())))
+            for tail in itertools.combinations(pool.tolist(), ks[-1]):
+                supports = (*head, tail)
+                if all(allowed(k, supports)[list(supports[k])].all() for k in range(last)):
+                    yield supports
 
 
 def solve_on_support(
@@ -93,12 +109,14 @@ def solve_on_support(
     else:
         parts = [start[i] if restricted_start else start[i][list(s)] for i, s in enumerate(supports)]
         z0 = np.concatenate([normalize(p) for p in parts] + [np.zeros(n)])
-    z0[-n:] = [d @ x for d, x in zip(contract(sub, np.split(z0[:-n], cuts)), np.split(z0[:-n], cuts))]
+    start_xs = np.split(z0[:-n], cuts)
+    z0[-n:] = [d @ x for d, x in zip(contract(sub, start_xs), start_xs, strict=True)]
 
     def equations(z: np.ndarray) -> np.ndarray:
         xs = np.split(z[:-n], cuts)
         devs = contract(sub, xs)
-        return np.concatenate([d - v for d, v in zip(devs, z[-n:])] + [[x.sum() - 1.0 for x in xs]])
+        gaps = [d - v for d, v in zip(devs, z[-n:], strict=True)]
+        return np.concatenate([*gaps, [x.sum() - 1.0 for x in xs]])
 
     def jacobian(z: np.ndarray) -> np.ndarray:
         xs = np.split(z[:-n], cuts)
@@ -120,7 +138,7 @@ def solve_on_support(
     if min(x.min() for x in xs) < -1e-9:
         return None
     full = []
-    for size, s, x in zip(payoffs.shape[1:], supports, xs):
+    for size, s, x in zip(payoffs.shape[1:], supports, xs, strict=True):
         mixture = np.zeros(size)
         mixture[list(s)] = np.clip(x, 0.0, None)
         full.append(normalize(mixture))

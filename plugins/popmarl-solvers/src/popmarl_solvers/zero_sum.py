@@ -38,8 +38,14 @@ def _row_lp(a: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     a_eq[0, -1] = 0.0
     bounds = [(0.0, None)] * m + [(None, None)]
     res = linprog(
-        cost, A_ub=a_ub, b_ub=np.zeros(n), A_eq=a_eq, b_eq=[1.0], bounds=bounds,
-        method="highs", options=_HIGHS_OPTIONS,
+        cost,
+        A_ub=a_ub,
+        b_ub=np.zeros(n),
+        A_eq=a_eq,
+        b_eq=[1.0],
+        bounds=bounds,
+        method="highs",
+        options=_HIGHS_OPTIONS,
     )
     if res.status != 0 or res.x is None:
         return None

@@ -1,0 +1,293 @@
+"""Meta-solver benchmark: popmarl-solvers against nashpy and OpenSpiel, same games, same run.
+
+Prints one table: for each task, our solver's time and regret (NashConv of the answer on
+the game), then each baseline's, with ``ratio`` = baseline time / our time (> 1: ours is
+faster) measured in this same process. Baselines that are not installed are listed as
+such. Run: ``python benchmarks/solvers.py`` (about two minutes).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import multiprocessing
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from functools import partial
+from typing import Any
+
+import numpy as np
+
+from popmarl.metagame import nash_conv
+from popmarl_solvers import AlphaRank, Nash, ProjectedReplicatorDynamics, RegretMatching
+from popmarl_solvers.support_search import pure_equilibrium
+
+warnings.filterwarnings("ignore")  # OpenSpiel's α-Rank overflows in exp(); nashpy warns on degeneracy
+
+try:
+    import nashpy
+except ImportError:  # pragma: no cover - optional baseline
+    nashpy = None
+try:
+    import pyspiel
+    from open_spiel.python.algorithms import lp_solver
+    from open_spiel.python.algorithms import projected_replicator_dynamics as os_prd
+    from open_spiel.python.algorithms import regret_matching as os_rm
+    from open_spiel.python.algorithms.psro_v2 import meta_strategies
+    from open_spiel.python.egt import alpharank as os_alpharank
+except ImportError:  # pragma: no cover - optional baseline
+    pyspiel = None
+
+ROWS: list[tuple[str, str, str, str, str]] = []
+
+
+class _MetaGameHolder:
+    """What OpenSpiel's ``psro_v2.meta_strategies`` functions expect of a PSRO solver."""
+
+    def __init__(self, payoffs: np.ndarray, **kwargs: Any) -> None:
+        self._meta = [np.asarray(p) for p in payoffs]
+        self._kwargs = kwargs
+        self.symmetric_game = False
+
+    def get_meta_game(self) -> list[np.ndarray]:
+        return self._meta
+
+    def get_kwargs(self) -> dict[str, Any]:
+        return self._kwargs
+
+
+def timed(fn: Callable[[], Any], budget_s: float = 1.0) -> tuple[float, Any]:
+    """Best wall time of up to 5 calls (fewer when one call is slow) and the last result."""
+    best, result, spent = np.inf, None, 0.0
+    for _ in range(5):
+        start = time.perf_counter()
+        with contextlib.redirect_stdout(io.StringIO()):
+            result = fn()
+        elapsed = time.perf_counter() - start
+        best, spent = min(best, elapsed), spent + elapsed
+        if spent > budget_s:
+            break
+    return best, result
+
+
+#: A baseline call taking longer is stopped and reported as a timeout (nashpy's
+#: Lemke–Howson can cycle forever on ordinary random games).
+BASELINE_TIMEOUT_S = 10.0
+
+
+def _child(fn: Callable[[], Any], conn: Any) -> None:
+    conn.send(timed(fn))
+
+
+def timed_with_timeout(fn: Callable[[], Any]) -> tuple[float, Any]:
+    """:func:`timed` in a forked child, killed after ``BASELINE_TIMEOUT_S``."""
+    parent, child = multiprocessing.get_context("fork").Pipe(duplex=False)
+    proc = multiprocessing.get_context("fork").Process(target=_child, args=(fn, child))
+    proc.start()
+    ready = parent.poll(BASELINE_TIMEOUT_S)
+    result = parent.recv() if ready else None
+    if not ready:
+        proc.kill()
+    proc.join()
+    if result is None:
+        raise TimeoutError
+    return result
+
+
+def regret_of(payoffs: np.ndarray, mixtures: Sequence[np.ndarray] | None) -> float:
+    if mixtures is None:
+        return float("nan")
+    cleaned = [np.clip(np.asarray(m, float).ravel(), 0.0, None) for m in mixtures]
+    cleaned = [m / m.sum() for m in cleaned]
+    return nash_conv(payoffs, cleaned)
+
+
+def compare(
+    task: str,
+    payoffs: np.ndarray,
+    ours: Callable[[], Sequence[np.ndarray]],
+    baselines: dict[str, Callable[[], Sequence[np.ndarray] | None] | str],
+) -> None:
+    """Time ``ours`` and every baseline on ``payoffs``; a str baseline is a skip reason."""
+    our_time, our_answer = timed(ours)
+    ROWS.append(
+        (task, "popmarl-solvers", f"{our_time * 1e3:10.2f}", f"{regret_of(payoffs, our_answer):9.1e}", "1.00")
+    )
+    for name, fn in baselines.items():
+        if isinstance(fn, str):
+            ROWS.append((task, name, "         -", "        -", fn))
+            continue
+        try:
+            t, answer = timed_with_timeout(fn)
+        except TimeoutError:
+            ROWS.append((task, name, f"> {BASELINE_TIMEOUT_S * 1e3:8.0f}", "  timeout", "-"))
+            continue
+        except Exception as exc:  # a baseline that crashes is a result too
+            ROWS.append((task, name, "         -", "        -", f"error: {type(exc).__name__}"))
+            continue
+        shown = "no answer" if answer is None else f"{regret_of(payoffs, answer):9.1e}"
+        ROWS.append((task, name, f"{t * 1e3:10.2f}", shown, f"{t / our_time:.2f}"))
+
+
+def _nashpy_lh(payoffs: np.ndarray) -> Sequence[np.ndarray] | None:
+    return nashpy.Game(payoffs[0], payoffs[1]).lemke_howson(initial_dropped_label=0)
+
+
+def _nashpy_support(payoffs: np.ndarray) -> Sequence[np.ndarray] | None:
+    return next(iter(nashpy.Game(payoffs[0], payoffs[1]).support_enumeration()), None)
+
+
+def _openspiel_lp(payoffs: np.ndarray) -> Sequence[np.ndarray]:
+    p0, p1, _, _ = lp_solver.solve_zero_sum_matrix_game(pyspiel.create_matrix_game(payoffs[0], payoffs[1]))
+    return np.asarray(p0).ravel(), np.asarray(p1).ravel()
+
+
+def _missing(lib: Any, name: str) -> str | None:
+    return None if lib is not None else f"{name} not installed"
+
+
+def nash_baselines(payoffs: np.ndarray, zero_sum: bool) -> dict[str, Any]:
+    """The 2-player Nash baselines that apply to ``payoffs``."""
+    no_spiel, no_nashpy = _missing(pyspiel, "open_spiel"), _missing(nashpy, "nashpy")
+    baselines: dict[str, Any] = {}
+    if zero_sum:
+        baselines["openspiel lp_solver"] = no_spiel or (lambda: _openspiel_lp(payoffs))
+        baselines["openspiel psro_v2 nash"] = no_spiel or (
+            lambda: meta_strategies.nash_strategy(_MetaGameHolder(payoffs))
+        )
+    else:
+        baselines["openspiel psro_v2 nash"] = "zero-sum only"
+    baselines["nashpy lemke_howson"] = no_nashpy or (lambda: _nashpy_lh(payoffs))
+    if max(payoffs.shape[1:]) <= 6:  # exponential: every pair of supports
+        baselines["nashpy support_enum"] = no_nashpy or (lambda: _nashpy_support(payoffs))
+    return baselines
+
+
+def zero_sum_tasks(rng: np.random.Generator) -> None:
+    for n in (6, 50, 100, 200):
+        a = rng.uniform(-1, 1, (n, n))
+        payoffs = np.stack([a, -a])
+        compare(
+            f"nash zero-sum {n}x{n}", payoffs, partial(Nash().solve, payoffs), nash_baselines(payoffs, True)
+        )
+
+
+def general_sum_tasks(rng: np.random.Generator) -> None:
+    for n in (6, 10, 25, 50, 100):
+        payoffs = rng.uniform(-1, 1, (2, n, n))
+        compare(
+            f"nash general-sum {n}x{n}",
+            payoffs,
+            partial(Nash().solve, payoffs),
+            nash_baselines(payoffs, False),
+        )
+    # Degenerate: duplicated strategies and integer ties.
+    base = rng.integers(0, 3, (2, 4, 4)).astype(float)
+    payoffs = base[:, [0, 0, 1, 2, 3, 3], :][:, :, [0, 1, 1, 2, 3, 3]]
+    compare("nash degenerate 6x6", payoffs, partial(Nash().solve, payoffs), nash_baselines(payoffs, False))
+
+
+def n_player_tasks(rng: np.random.Generator) -> None:
+    payoffs = rng.uniform(-1, 1, (3, 4, 4, 4))
+    while pure_equilibrium(payoffs, 0.0) is not None:  # exercise the mixed search
+        payoffs = rng.uniform(-1, 1, (3, 4, 4, 4))
+    kwargs = {"prd_iterations": 10_000, "prd_dt": 1e-2}
+    compare(
+        "nash 3-player 4x4x4",
+        payoffs,
+        lambda: Nash().solve(payoffs),
+        {
+            "openspiel psro_v2 nash": "2-player only",
+            "openspiel psro_v2 prd (1e4 it)": _missing(pyspiel, "open_spiel")
+            or (lambda: meta_strategies.prd_strategy(_MetaGameHolder(payoffs, **kwargs))),
+        },
+    )
+
+
+def dynamics_tasks(rng: np.random.Generator) -> None:
+    a = rng.uniform(-1, 1, (20, 20))
+    payoffs = np.stack([a, -a])
+    compare(
+        "prd 20x20 (1e4 it)",
+        payoffs,
+        lambda: ProjectedReplicatorDynamics(iterations=10_000, dt=1e-2, symmetric=False).solve(payoffs),
+        {
+            "openspiel prd": _missing(pyspiel, "open_spiel")
+            or (
+                lambda: os_prd.projected_replicator_dynamics(
+                    list(payoffs), prd_iterations=10_000, prd_dt=1e-2
+                )
+            ),
+        },
+    )
+    compare(
+        "rm 20x20 (1e4 it)",
+        payoffs,
+        lambda: RegretMatching(iterations=10_000, symmetric=False).solve(payoffs),
+        {
+            "openspiel regret_matching": _missing(pyspiel, "open_spiel")
+            or (lambda: os_rm.regret_matching(list(payoffs), iterations=10_000)),
+        },
+    )
+
+
+def alpharank_tasks(rng: np.random.Generator) -> None:
+    a = rng.uniform(-1, 1, (50, 50))
+    single = np.stack([a, a.T])
+    compare(
+        "alpharank 1-pop, 50 strategies, alpha=1",
+        single,
+        lambda: AlphaRank(alpha=1.0).solve(single),
+        {
+            "openspiel alpharank.compute": _missing(pyspiel, "open_spiel")
+            or (lambda: 2 * [os_alpharank.compute([a], alpha=1.0)[2]]),
+        },
+    )
+    compare(
+        "alpharank 1-pop, 50 strategies, eps sweep",
+        single,
+        lambda: AlphaRank(sweep="epsilon").solve(single),
+        {
+            "openspiel sweep_pi_vs_epsilon": _missing(pyspiel, "open_spiel")
+            or (lambda: 2 * [os_alpharank.sweep_pi_vs_epsilon([a])]),
+        },
+    )
+    for n in (10, 20):
+        payoffs = rng.uniform(-1, 1, (2, n, n))
+
+        def openspiel_marginals(payoffs: np.ndarray = payoffs) -> list[np.ndarray]:
+            joint = os_alpharank.compute(list(payoffs), alpha=1.0)[2].reshape(payoffs.shape[1:])
+            return [joint.sum(axis=1), joint.sum(axis=0)]
+
+        compare(
+            f"alpharank 2-pop {n}x{n}, alpha=1",
+            payoffs,
+            lambda payoffs=payoffs: AlphaRank(alpha=1.0, symmetric=False).solve(payoffs),
+            {"openspiel alpharank.compute": _missing(pyspiel, "open_spiel") or openspiel_marginals},
+        )
+    payoffs = rng.uniform(-1, 1, (2, 50, 50))
+    compare(
+        "alpharank 2-pop 50x50, alpha=1",
+        payoffs,
+        lambda: AlphaRank(alpha=1.0, symmetric=False).solve(payoffs),
+        {"openspiel alpharank.compute": "skipped: minutes (python loops + 2500x2500 eig)"},
+    )
+
+
+def main() -> None:
+    rng = np.random.default_rng(2024)
+    for tasks in (zero_sum_tasks, general_sum_tasks, n_player_tasks, dynamics_tasks, alpharank_tasks):
+        tasks(rng)
+    header = ("task", "solver", "time (ms)", "regret", "ratio")
+    widths = [max(len(str(r[i])) for r in [header, *ROWS]) for i in range(5)]
+    line = " | ".join(h.ljust(w) for h, w in zip(header, widths, strict=True))
+    print(line)
+    print("-+-".join("-" * w for w in widths))
+    for row in ROWS:
+        print(" | ".join(str(c).strip().ljust(w) for c, w in zip(row, widths, strict=True)))
+    print("\nratio = baseline time / popmarl-solvers time, same process; regret = NashConv of the answer.")
+
+
+if __name__ == "__main__":
+    main()

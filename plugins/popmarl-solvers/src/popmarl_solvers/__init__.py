@@ -1,0 +1,29 @@
+"""Meta-solvers for popmarl, registered under the ``popmarl.solvers`` entry-point group.
+
+``nash`` (exact LP / Lemke–Howson / n-player support search), ``prd`` (projected
+replicator dynamics), ``rm`` (regret matching), ``alpharank`` (α-Rank),
+``fictitious_play`` and ``uniform_biased``. Every solver reports the NashConv of its
+answer on the meta-game as ``meta_nash_conv``.
+"""
+
+from popmarl_solvers.alpharank import AlphaRank, AlphaRankConfig
+from popmarl_solvers.fictitious import FictitiousPlay, FictitiousPlayConfig
+from popmarl_solvers.nash import Nash, NashConfig
+from popmarl_solvers.regret_matching import RegretMatching, RMConfig
+from popmarl_solvers.replicator import PRDConfig, ProjectedReplicatorDynamics
+from popmarl_solvers.uniform_biased import UniformBiased, UniformBiasedConfig
+
+__all__ = [
+    "AlphaRank",
+    "AlphaRankConfig",
+    "FictitiousPlay",
+    "FictitiousPlayConfig",
+    "Nash",
+    "NashConfig",
+    "PRDConfig",
+    "ProjectedReplicatorDynamics",
+    "RMConfig",
+    "RegretMatching",
+    "UniformBiased",
+    "UniformBiasedConfig",
+]

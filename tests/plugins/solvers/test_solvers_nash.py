@@ -1,0 +1,232 @@
+"""The ``nash`` solver: every answer checked by its regret, computed here independently."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from solver_helpers import (
+    RPS,
+    assert_mixtures,
+    degenerate_games,
+    regret,
+    regrets,
+    symmetric,
+    zero_sum,
+)
+
+from popmarl_solvers import Nash, NashConfig
+from popmarl_solvers.lemke_howson import lemke_howson, lemke_howson_exact
+
+
+@pytest.mark.parametrize(
+    ("rows", "cols"),
+    [
+        (1, 1),
+        (1, 7),
+        (7, 1),
+        (2, 2),
+        (3, 5),
+        (10, 10),
+        (25, 40),
+        (50, 50),
+        (100, 100),
+        (200, 200),
+        (200, 150),
+    ],
+)
+def test_zero_sum_is_exact(rows: int, cols: int) -> None:
+    rng = np.random.default_rng(rows * 1000 + cols)
+    payoffs = zero_sum(rng.uniform(-1, 1, (rows, cols)))
+    result = Nash().solve_detailed(payoffs)
+    assert_mixtures(payoffs, result.mixtures)
+    assert regret(payoffs, result.mixtures) <= 1e-8
+    assert result.metrics["solver_method"] in ("zero_sum_lp", "trivial")
+    assert abs(result.metrics["meta_nash_conv"] - regret(payoffs, result.mixtures)) < 1e-12
+
+
+def test_constant_sum_and_scaled_payoffs() -> None:
+    rng = np.random.default_rng(7)
+    a = rng.uniform(-1, 1, (30, 20))
+    payoffs = np.stack([1000.0 * a + 3.0, 5.0 - 1000.0 * a])  # constant-sum, large scale
+    result = Nash().solve_detailed(payoffs)
+    assert result.metrics["solver_method"] == "zero_sum_lp"
+    assert regret(payoffs, result.mixtures) <= 1e-8 * 2000.0
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_general_sum_is_exact(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    rows, cols = rng.integers(2, 11, size=2)
+    payoffs = rng.uniform(-1, 1, (2, rows, cols))
+    result = Nash().solve_detailed(payoffs)
+    assert_mixtures(payoffs, result.mixtures)
+    assert regret(payoffs, result.mixtures) <= 1e-6
+    assert regret(payoffs, result.mixtures) <= 1e-8  # what the solver actually promises
+    assert "lemke_howson" in str(result.metrics["solver_method"])
+
+
+def test_general_sum_large_game() -> None:
+    rng = np.random.default_rng(11)
+    payoffs = rng.uniform(-1, 1, (2, 120, 100))
+    result = Nash().solve_detailed(payoffs)
+    assert regret(payoffs, result.mixtures) <= 1e-8
+
+
+def test_long_lemke_howson_paths_do_not_stall() -> None:
+    """On this game the path from label 0 takes ~15 000 pivots, others under 100: the
+    labels are raced, so the answer comes from a short one."""
+    rng = np.random.default_rng(2024)
+    for n in (6, 50, 100, 200):
+        rng.uniform(-1, 1, (n, n))
+    for n in (6, 10, 25, 50, 100):
+        payoffs = rng.uniform(-1, 1, (2, n, n))
+    result = Nash().solve_detailed(payoffs)
+    assert regret(payoffs, result.mixtures) <= 1e-8
+    assert result.metrics["solver_iterations"] < 1_000
+
+
+@pytest.mark.parametrize("name", sorted(degenerate_games(np.random.default_rng(0))))
+def test_degenerate_games(name: str) -> None:
+    payoffs = degenerate_games(np.random.default_rng(0))[name]
+    result = Nash(symmetric=False).solve_detailed(payoffs)
+    assert_mixtures(payoffs, result.mixtures)
+    assert regret(payoffs, result.mixtures) <= 1e-9, result.metrics
+
+
+@pytest.mark.parametrize("name", sorted(degenerate_games(np.random.default_rng(1))))
+def test_exact_lemke_howson_from_every_label(name: str) -> None:
+    payoffs = degenerate_games(np.random.default_rng(1))[name]
+    a, b = payoffs
+    for label in range(sum(a.shape)):
+        found = next(lemke_howson_exact(a, b, [label]), None)
+        assert found is not None
+        x, y, _ = found
+        assert regret(payoffs, (x, y)) <= 1e-12, (name, label)
+
+
+def test_float_lemke_howson_answers_are_checked() -> None:
+    """Whatever the float path returns from any label, ``nash`` only keeps a verified one."""
+    rng = np.random.default_rng(5)
+    for _ in range(20):
+        payoffs = rng.integers(0, 2, (2, 5, 5)).astype(float)
+        for x, y, _ in lemke_howson(*payoffs, labels=range(10)):
+            assert x.min() >= 0 and y.min() >= 0
+        assert regret(payoffs, Nash(symmetric=False).solve(payoffs)) <= 1e-9
+
+
+def test_bad_float_answers_fall_back_to_exact(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A floating-point answer above tolerance is not returned: exact LH takes over."""
+    import popmarl_solvers.nash as nash_module
+
+    def wrong(a, b, labels, max_pivots):  # a "path" that ends at a non-equilibrium
+        yield np.eye(a.shape[0])[0], np.eye(a.shape[1])[0], 1
+
+    monkeypatch.setattr(nash_module, "lemke_howson", wrong)
+    payoffs = degenerate_games(np.random.default_rng(2))["ties_three_values"]
+    result = Nash(symmetric=False).solve_detailed(payoffs)
+    assert result.metrics["solver_method"] == "lemke_howson_exact"
+    assert regret(payoffs, result.mixtures) <= 1e-12
+    sym = symmetric(np.random.default_rng(3).uniform(-1, 1, (5, 5)))
+    result = Nash(symmetric=True).solve_detailed(sym)
+    assert result.metrics["solver_method"] == "symmetric_lemke_howson_exact"
+    assert regret(sym, result.mixtures) <= 1e-12
+
+
+def test_symmetric_games_give_one_mixture() -> None:
+    rng = np.random.default_rng(3)
+    for _ in range(10):
+        payoffs = symmetric(rng.uniform(-1, 1, (6, 6)))
+        for option in (True, "auto"):
+            result = Nash(symmetric=option).solve_detailed(payoffs)
+            x, y = result.mixtures
+            np.testing.assert_array_equal(x, y)
+            assert regret(payoffs, result.mixtures) <= 1e-8
+            assert str(result.metrics["solver_method"]).startswith("symmetric_")
+    rps = Nash(symmetric=True).solve(symmetric(RPS))
+    np.testing.assert_allclose(rps[0], np.full(3, 1 / 3), atol=1e-12)
+
+
+def test_symmetric_degenerate_game() -> None:
+    a = np.repeat(np.repeat(np.array([[1.0, 0.0], [0.0, 1.0]]), 2, 0), 2, 1)  # duplicates
+    for payoffs in (symmetric(a), symmetric(np.zeros((3, 3))), symmetric(np.ones((4, 4)))):
+        x, y = Nash(symmetric=True).solve(payoffs)
+        np.testing.assert_array_equal(x, y)
+        assert regret(payoffs, (x, y)) <= 1e-9
+
+
+def test_symmetric_true_rejects_asymmetric_games() -> None:
+    with pytest.raises(ValueError, match="symmetric"):
+        Nash(symmetric=True).solve(np.random.default_rng(0).uniform(size=(2, 3, 3)))
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_three_players(seed: int) -> None:
+    rng = np.random.default_rng(100 + seed)
+    size = int(rng.integers(3, 5))
+    payoffs = rng.uniform(-1, 1, (3, size, size, size))
+    result = Nash().solve_detailed(payoffs)
+    assert_mixtures(payoffs, result.mixtures)
+    reached = regret(payoffs, result.mixtures)
+    assert reached <= result.metrics["solver_tolerance"] <= 1e-3
+    assert abs(result.metrics["meta_nash_conv"] - reached) < 1e-12
+
+
+def test_n_player_mixed_only_game() -> None:
+    """Three-player matching pennies (Jordan 1993): its only equilibrium is fully mixed."""
+    payoffs = np.zeros((3, 2, 2, 2))
+    for s in np.ndindex(2, 2, 2):
+        payoffs[(0, *s)] = 1.0 if s[0] == s[1] else -1.0  # 1 matches 2
+        payoffs[(1, *s)] = 1.0 if s[1] == s[2] else -1.0  # 2 matches 3
+        payoffs[(2, *s)] = 1.0 if s[2] != s[0] else -1.0  # 3 mismatches 1
+    result = Nash().solve_detailed(payoffs)
+    assert result.metrics["solver_method"] == "support_search"
+    assert regret(payoffs, result.mixtures) <= 1e-9
+    for m in result.mixtures:
+        np.testing.assert_allclose(m, [0.5, 0.5], atol=1e-9)
+
+
+def test_four_players_and_uneven_sizes() -> None:
+    rng = np.random.default_rng(9)
+    for shape in [(4, 2, 2, 2, 2), (3, 2, 3, 4), (3, 1, 4, 2)]:
+        payoffs = rng.uniform(-1, 1, shape)
+        result = Nash().solve_detailed(payoffs)
+        assert_mixtures(payoffs, result.mixtures)
+        assert regret(payoffs, result.mixtures) <= 1e-6
+
+
+def test_n_player_fallback_reports_what_it_reached() -> None:
+    """With the support search switched off, the answer still comes, with its real regret."""
+    payoffs = np.random.default_rng(4).uniform(-1, 1, (3, 3, 3, 3))
+    result = Nash(max_support_profiles=0, replicator_iterations=2_000).solve_detailed(payoffs)
+    assert_mixtures(payoffs, result.mixtures)
+    assert str(result.metrics["solver_method"]).startswith(("replicator", "pure"))
+    assert abs(result.metrics["meta_nash_conv"] - regret(payoffs, result.mixtures)) < 1e-12
+
+
+def test_trivial_and_invalid_inputs() -> None:
+    assert Nash().solve(np.zeros((2, 1, 1))) == (np.ones(1), np.ones(1))
+    assert Nash().solve(np.zeros((3, 1, 1, 1)))[2].tolist() == [1.0]
+    with pytest.raises(ValueError):
+        Nash().solve(np.zeros((3, 2, 2)))
+    with pytest.raises(ValueError):
+        Nash().solve(np.array([[[np.nan]], [[0.0]]]))
+
+
+def test_config_is_validated() -> None:
+    assert Nash().config == NashConfig()
+    assert Nash(config=NashConfig(tol=1e-10)).config.tol == 1e-10
+    with pytest.raises(ValueError):
+        NashConfig(tol=-1.0)
+    with pytest.raises(ValueError):
+        NashConfig(symmetric="sometimes")
+    with pytest.raises(TypeError):
+        NashConfig(1e-8)  # keyword-only
+    with pytest.raises(TypeError):
+        Nash(no_such_option=1)
+
+
+def test_regret_helper_is_independent_and_right() -> None:
+    """Sanity of the test's own regret: matching pennies at (H, H) vs the uniform profile."""
+    payoffs = zero_sum(np.array([[1.0, -1.0], [-1.0, 1.0]]))
+    np.testing.assert_allclose(regrets(payoffs, (np.array([1.0, 0]), np.array([1.0, 0]))), [0.0, 2.0])
+    assert regret(payoffs, (np.full(2, 0.5), np.full(2, 0.5))) == 0.0
