@@ -92,8 +92,14 @@ class _Table:
         self.policies: list[Policy] = []
         self._index_of: dict[int, int] = {}
         self.code = {a: np.full(num_envs, IDLE, dtype=np.int64) for a in agents}
+        self.busy = np.zeros(num_envs, dtype=bool)
+        self._profile: list[Mapping[str, Policy] | None] = [None] * num_envs
 
     def assign(self, slot: int, profile: Mapping[str, Policy] | None) -> None:
+        if profile is self._profile[slot] and profile is not None:
+            return  # the same profile again (evaluation, co-learning): the codes stand
+        self._profile[slot] = profile
+        self.busy[slot] = profile is not None
         for agent, codes in self.code.items():
             if profile is None:
                 codes[slot] = IDLE
@@ -109,11 +115,8 @@ class _Table:
         code = int(self.code[agent][slot])
         return None if code == IDLE else self.policies[code]
 
-    def active(self, slot: int) -> bool:
-        return any(codes[slot] != IDLE for codes in self.code.values())
-
     def any_active(self) -> bool:
-        return any(bool((codes != IDLE).any()) for codes in self.code.values())
+        return bool(self.busy.any())
 
 
 class RolloutWorker:
@@ -190,7 +193,7 @@ class RolloutWorker:
         kept: list[list[Episode]] = [[] for _ in learners]
         tags: list[Any] = []
         returns: list[np.ndarray] = []
-        truncations: list[bool] = []
+        truncations: list[np.ndarray] = []
         slot_tag: list[Any] = [None] * self.num_envs
         steps = 0
 
@@ -218,14 +221,15 @@ class RolloutWorker:
                     column = step.rewards[:, agent_index[agent]]
                     for slot in np.flatnonzero(column):
                         rec.reward(int(slot), float(column[slot]))
-                for row, slot in enumerate(step.finished):
-                    slot = int(slot)
-                    if not table.active(slot):
-                        continue
+                if not len(step.finished):
+                    continue
+                live = table.busy[step.finished]
+                returns.append(step.returns[live])
+                truncations.append(step.truncated[live])
+                for row in np.flatnonzero(live):
+                    slot = int(step.finished[row])
                     truncated = bool(step.truncated[row])
                     tags.append(slot_tag[slot])
-                    returns.append(step.returns[row])
-                    truncations.append(truncated)
                     for agent, rec in recorders.items():
                         policy = table.policy_at(agent, slot)
                         k = learner_of.get(id(policy)) if policy is not None else None
@@ -238,9 +242,11 @@ class RolloutWorker:
                     refill(slot)
         finally:
             vec.close()
-        shape = (len(returns), len(self.agents))
-        return Rollouts(tags=tags, returns=np.asarray(returns, dtype=float).reshape(shape),
-                        truncated=np.asarray(truncations, dtype=bool), episodes=kept, env_steps=steps)
+        n_agents = len(self.agents)
+        all_returns = np.concatenate(returns).astype(float) if returns else np.zeros((0, n_agents))
+        all_truncated = np.concatenate(truncations).astype(bool) if truncations else np.zeros(0, bool)
+        return Rollouts(tags=tags, returns=all_returns.reshape(len(tags), n_agents), truncated=all_truncated,
+                        episodes=kept, env_steps=steps)
 
     def _act(
         self,
