@@ -66,7 +66,9 @@ class ConsoleTracker(Tracker):
     def _cells(self, m: Mapping[str, Any]) -> list[str]:
         sizes = "/".join(str(v) for k, v in m.items() if k.startswith("population_size/"))
         of = f"/{self._max}" if self._max else ""
-        return [f"{m['iteration']}{of}", sizes, _fmt(m.get("nash_conv")), _fmt(m.get("steps_per_s"), ",.0f"),
+        # Exact oracles and exact evaluation take no env steps: no rate to show.
+        rate = _fmt(m.get("steps_per_s"), ",.0f") if m.get("iteration_env_steps") else "exact"
+        return [f"{m['iteration']}{of}", sizes, _fmt(m.get("nash_conv")), rate,
                 f"{time.monotonic() - self._start:.1f}s"]
 
     @hookimpl
