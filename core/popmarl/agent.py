@@ -52,9 +52,9 @@ class AgentInterface:
         trainer = self.algorithm.make_trainer(policy=policy, space=self.space, seed=task.seed)
         if trainer is None:
             return TrainResult(spec=task.spec, weights=policy.get_weights())
-        return self._train_by_rollouts(task, policy, trainer, opponents)
+        return self.train_by_rollouts(task, policy, trainer, opponents)
 
-    def _train_by_rollouts(self, task: TrainTask, learner: Policy, trainer: Trainer,
+    def train_by_rollouts(self, task: TrainTask, learner: Policy, trainer: Trainer,
                            opponents: MixedProfile) -> TrainResult:
         """Collect with the newest published weights, update, publish; until the budget
         or the windowed target is reached. The trainer updates ``learner``; the rollouts
@@ -94,7 +94,7 @@ class AgentInterface:
                 self.params.push(key, learner.get_weights())
             if budget.keep == "best" and len(window) == window.maxlen and np.mean(window) > best_score:
                 best_score, best_weights = float(np.mean(window)), learner.get_weights()
-            if _done(budget, env_steps, episodes, time.monotonic() - start, window) or not collected:
+            if budget_spent(budget, env_steps, episodes, time.monotonic() - start, window) or not collected:
                 break
         metrics.update({
             "train_time_s": time.monotonic() - start, "updates": float(updates),
@@ -110,7 +110,7 @@ def _normalised(weights: list[float]) -> np.ndarray:
     return w / w.sum()
 
 
-def _done(budget: TrainBudget, env_steps: int, episodes: int, elapsed: float, window: deque[float]) -> bool:
+def budget_spent(budget: TrainBudget, env_steps: int, episodes: int, elapsed: float, window: deque[float]) -> bool:
     """Whether any stopping condition of ``budget`` holds."""
     if budget.max_env_steps is not None and env_steps >= budget.max_env_steps:
         return True

@@ -10,7 +10,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from popmarl.errors import PluginError, UserError
+from popmarl.errors import PluginError, PopmarlError, UserError
 
 EXIT_USAGE = 2
 
@@ -191,6 +191,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (UserError, PluginError) as exc:
         print(f"popmarl: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except PopmarlError as exc:  # a failure popmarl diagnosed (e.g. a backend's workers)
+        print(f"popmarl: error: {exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("popmarl: interrupted; continue with --resume", file=sys.stderr)
         return 130

@@ -186,8 +186,11 @@ class RolloutWorker:
     ) -> Rollouts:
         """Play episodes until ``sample`` returns None for every free slot. Policies in
         ``learners`` act with ``explore`` and their trajectories are kept."""
-        rng = np.random.default_rng(seed)
-        vec = self.env.vector(num_envs=self.num_envs, seed=seed)
+        # Streams independent of each other and of a caller's default_rng(seed) (explore
+        # draws opponents from one): shared streams correlate opponents, actions and chance.
+        act_seed, env_seed = (int(s.generate_state(1)[0]) for s in np.random.SeedSequence(seed).spawn(2))
+        rng = np.random.default_rng(act_seed)
+        vec = self.env.vector(num_envs=self.num_envs, seed=env_seed)
         table = _Table(self.agents, self.num_envs)
         learner_of = {id(p): k for k, p in enumerate(learners)}
         kept: list[list[Episode]] = [[] for _ in learners]

@@ -77,26 +77,29 @@ def run(config: RunConfig, out: str | None = None, *, resume: str | None = None)
     mapping = AgentMapping.resolve(config.agents.mapping, env.agents)
     spaces = policy_spaces(env, mapping)
     hooks = Hooks(make_plugin_manager(trackers))  # a broken hook plugin stops the run here
-    start_iteration = 0
-    # A run killed before its first checkpoint restarts from the beginning, in place.
-    resuming = resume is not None and run_dir.state_file.is_file()
-    if resuming:
-        # A corrupt checkpoint is reported before anything changes.
-        start_iteration = int(run_dir.load_state()[0]["iteration"])
-        run_dir.update_config(dump(config))
-    else:
-        run_dir.create(dump(config))
-    info = RunInfo(run_dir=str(run_dir.path), scenario=config.scenario.name, seed=config.seed, config=resolved,
-                   populations=mapping.populations, resumed=resuming, start_iteration=start_iteration)
     setup = RunSetup(env_name=config.env.name, env_params=dict(config.env.params),
                      algorithm_name=config.algorithm.name, algorithm_params=dict(config.algorithm.params),
                      mapping=mapping, spaces=spaces, seed=config.seed,
                      num_envs=config.evaluation.num_envs, train_num_envs=config.training.num_envs,
                      exact_evaluation=config.evaluation.exact)
-    backend.start(setup, Components(env=env, algorithm=algorithm))
-    context = RunContext(config=config, info=info, run_dir=run_dir, hooks=hooks, env=env, algorithm=algorithm,
-                         solver=solver, backend=backend, mapping=mapping, spaces=spaces, resume=resuming)
+    # A run killed before its first checkpoint restarts from the beginning, in place.
+    resuming = resume is not None and run_dir.state_file.is_file()
+    # A corrupt checkpoint is reported before anything starts or changes.
+    start_iteration = int(run_dir.load_state()[0]["iteration"]) if resuming else 0
     try:
+        # The backend starts before the directory is written: a backend that cannot
+        # start (e.g. no Ray cluster at the address) leaves nothing behind.
+        backend.start(setup, Components(env=env, algorithm=algorithm))
+        if resuming:
+            run_dir.update_config(dump(config))
+        else:
+            run_dir.create(dump(config))
+        info = RunInfo(run_dir=str(run_dir.path), scenario=config.scenario.name, seed=config.seed,
+                       config=resolved, populations=mapping.populations, resumed=resuming,
+                       start_iteration=start_iteration)
+        context = RunContext(config=config, info=info, run_dir=run_dir, hooks=hooks, env=env,
+                             algorithm=algorithm, solver=solver, backend=backend, mapping=mapping,
+                             spaces=spaces, resume=resuming)
         return scenario.run(context)
     finally:
         backend.close()

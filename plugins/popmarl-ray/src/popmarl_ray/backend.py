@@ -1,0 +1,217 @@
+"""Backend ``ray``: the run's rollout workers, learners, episode server and parameter
+server as Ray actors, created once per run and reused by every iteration.
+
+Frozen policies are put in the object store once and pushed to every actor (again to
+an actor that replaces a dead one). Evaluation is split over the workers in batches;
+training runs one learner actor per population, fed asynchronously by the workers.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from functools import cache
+from typing import Any
+
+import attrs
+import ray
+from ray.exceptions import GetTimeoutError
+
+from popmarl import registries
+from popmarl.backend import Backend, Components, RunSetup
+from popmarl.records import EvalResult, EvalTask, LearnResult, LearnTask, TrainResult, TrainTask, Weights
+from popmarl_ray import cluster, scheduling
+from popmarl_ray.actors import LearnerActor, LocalComponents, RolloutWorkerActor, writable
+from popmarl_ray.config import RayConfig
+from popmarl_ray.faults import (
+    ActorGroup,
+    RayBackendError,
+    Retries,
+    actor_died,
+    first_line,
+    is_ray_failure,
+    kill,
+    raise_if_user_error,
+)
+from popmarl_ray.servers import EpisodeServerActor, ParameterServerActor
+
+
+@cache
+def remote(cls: type) -> Any:
+    """The Ray actor class of ``cls`` (made once per process)."""
+    return ray.remote(cls)
+
+
+class RayBackend(Backend):
+    """Runs a scenario's tasks on Ray actors; see :class:`~popmarl_ray.config.RayConfig`."""
+
+    Config = RayConfig
+    config: RayConfig
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._started_ray = False
+        self._servers: list[Any] = []
+        self._params: Any = None
+        self._data: Any = None
+        self.populations: tuple[str, ...] = ()
+        self.workers: ActorGroup | None = None
+        self.learners: ActorGroup | None = None
+        self._policies: dict[str, ray.ObjectRef] = {}
+        self._replaced = 0
+
+    # -- lifecycle ------------------------------------------------------------------
+    def start(self, setup: RunSetup, components: Components) -> None:
+        self._started_ray = cluster.connect(self.config)
+        try:
+            self._start_actors(setup)
+        except BaseException:
+            self.close()
+            raise
+
+    def _start_actors(self, setup: RunSetup) -> None:
+        config = self.config
+        if config.num_envs_per_worker is not None:
+            setup = attrs.evolve(setup, num_envs=config.num_envs_per_worker, train_num_envs=config.num_envs_per_worker)
+        self.populations = tuple(setup.mapping.populations)
+        self._check_resources()
+        local = local_components(setup)
+        params = remote(ParameterServerActor).options(num_cpus=0).remote()
+        data = remote(EpisodeServerActor).options(num_cpus=0).remote()
+        self._params, self._data, self._servers = params, data, [params, data]
+
+        def worker(slot: int) -> Any:
+            options = remote(RolloutWorkerActor).options(num_cpus=config.num_cpus_per_worker)
+            return options.remote(setup, local, config.num_cpus_per_worker, params, data)
+
+        def learner(slot: int) -> Any:
+            options = remote(LearnerActor).options(num_cpus=config.num_cpus_per_learner,
+                                                   num_gpus=config.num_gpus_per_learner)
+            return options.remote(setup, local, config.num_cpus_per_learner, self.populations[slot], params, data,
+                                  config.max_staleness)
+
+        self.workers = ActorGroup(what="rollout worker", size=config.num_rollout_workers, make=worker,
+                                  restore=self._restore)
+        self.learners = ActorGroup(what="learner", size=len(self.populations), make=learner, restore=self._restore)
+        refs = [params.ready.remote(), data.ready.remote(), *self.workers.ready_refs(), *self.learners.ready_refs()]
+        try:
+            ray.get(refs, timeout=config.start_timeout_s)
+        except GetTimeoutError:
+            raise RayBackendError(
+                f"ray backend: the actors did not start within {config.start_timeout_s:.0f} s; the cluster lacks "
+                f"free resources for {self._needs()}"
+            ) from None
+        except Exception as exc:
+            if not is_ray_failure(exc):
+                raise
+            raise_if_user_error(exc)
+            raise RayBackendError(f"ray backend: an actor failed to start: {first_line(exc)}", detail=str(exc)) from None
+
+    def _needs(self) -> str:
+        c = self.config
+        text = (f"{c.num_rollout_workers} workers x {c.num_cpus_per_worker:g} CPU + "
+                f"{len(self.populations)} learners x {c.num_cpus_per_learner:g} CPU")
+        return text + (f", {c.num_gpus_per_learner:g} GPU each" if c.num_gpus_per_learner else "")
+
+    def _check_resources(self) -> None:
+        c = self.config
+        cpus = c.num_rollout_workers * c.num_cpus_per_worker + len(self.populations) * c.num_cpus_per_learner
+        gpus = len(self.populations) * c.num_gpus_per_learner
+        total = ray.cluster_resources()
+        if cpus <= total.get("CPU", 0.0) + 1e-9 and gpus <= total.get("GPU", 0.0) + 1e-9:
+            return
+        message = (f"ray backend: the run needs {cpus:g} CPUs and {gpus:g} GPUs ({self._needs()}); the Ray cluster has "
+                   f"{total.get('CPU', 0.0):g} CPUs and {total.get('GPU', 0.0):g} GPUs; lower num_rollout_workers or "
+                   "num_cpus_per_worker")
+        if c.local:
+            raise RayBackendError(message)
+        warnings.warn(message + " (waiting for the cluster to scale up)", stacklevel=2)
+
+    def _restore(self, handle: Any) -> None:
+        """Give a fresh actor every frozen policy, in one call."""
+        if self._policies:
+            handle.add_policies.remote(list(self._policies), *self._policies.values())
+
+    def close(self) -> None:
+        for group in (self.workers, self.learners):
+            if group is not None:
+                self._replaced += group.replaced
+                group.close()
+        for server in self._servers:
+            kill(server)
+        self.workers = self.learners = None
+        self._servers = []
+        self._policies = {}
+        cluster.disconnect(self._started_ray)
+        self._started_ray = False
+
+    # -- tasks ----------------------------------------------------------------------
+    def _groups(self) -> tuple[ActorGroup, ActorGroup]:
+        if self.workers is None or self.learners is None:
+            raise RayBackendError("ray backend: not started (call start before any task)")
+        return self.workers, self.learners
+
+    def add_policy(self, policy_id: str, weights: Weights) -> None:
+        workers, learners = self._groups()
+        ref = ray.put(dict(weights))
+        self._policies[policy_id] = ref
+        for handle in (*workers.handles, *learners.handles):
+            handle.add_policies.remote([policy_id], ref)
+
+    def train(self, tasks: Sequence[TrainTask]) -> list[TrainResult]:
+        workers, learners = self._groups()
+        training = scheduling.Training(learners=learners, workers=workers, data=self._data, params=self._params,
+                                       slot_of={p: k for k, p in enumerate(self.populations)},
+                                       max_retries=self.config.max_task_retries)
+        return training.run(tasks)
+
+    def evaluate(self, tasks: Sequence[EvalTask]) -> list[EvalResult]:
+        workers, _ = self._groups()
+        return scheduling.evaluate(workers, tasks, chunks_per_worker=self.config.chunks_per_worker,
+                                   max_retries=self.config.max_task_retries)
+
+    def learn(self, task: LearnTask) -> LearnResult:
+        """Co-training runs in the first learner actor, like ``local`` runs it in-process
+        (its learners persist there between calls; a replacement starts them anew from
+        the task's ``initial`` policies)."""
+        _, learners = self._groups()
+        retries = Retries("learner", self.config.max_task_retries)
+        while True:
+            generation = learners.generations[0]
+            try:
+                result: LearnResult = ray.get(learners.handle(0).learn.remote(task))
+                return attrs.evolve(result, weights={p: writable(w) for p, w in result.weights.items()})
+            except Exception as exc:
+                if not is_ray_failure(exc):
+                    raise
+                retries.failed("learn", exc)
+                if actor_died(exc):
+                    learners.replace(0, generation)
+
+    # -- inspection (tests, tools) ----------------------------------------------------
+    def worker_pids(self) -> list[int]:
+        """The process id of each rollout worker, by slot."""
+        workers, _ = self._groups()
+        return list(ray.get([h.pid.remote() for h in workers.handles]))
+
+    def learner_pids(self) -> dict[str, int]:
+        """The process id of each population's learner."""
+        _, learners = self._groups()
+        return dict(zip(self.populations, ray.get([h.pid.remote() for h in learners.handles])))
+
+    @property
+    def replacements(self) -> int:
+        """How many dead actors were replaced during the run (so far)."""
+        return self._replaced + sum(g.replaced for g in (self.workers, self.learners) if g is not None)
+
+
+def local_components(setup: RunSetup) -> LocalComponents:
+    """The run's env and algorithm when registered in this process only (``with_component``,
+    e.g. in a notebook): the actors get them by value, not by entry point."""
+    shipped: dict[tuple[str, str], Any] = {}
+    for kind, name in (("envs", setup.env_name), ("algorithms", setup.algorithm_name)):
+        entry = registries.get(kind).entry(name)
+        if entry.entry_point is None:
+            shipped[(kind, name)] = entry.obj
+    return shipped
+

@@ -1,0 +1,54 @@
+"""The ``ray`` backend's parameters (``backend: {name: ray, params: {...}}``)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import attrs
+
+_ge0 = attrs.validators.ge(0)
+_ge1 = attrs.validators.ge(1)
+_gt0 = attrs.validators.gt(0)
+_HOST_PORT = re.compile(r"^(ray://)?\[?[A-Za-z0-9_.:-]+?\]?(:\d{1,5})?$")
+
+
+def _address(_instance: Any, _attribute: Any, value: str | None) -> None:
+    if value is None or value in ("auto", "local") or _HOST_PORT.fullmatch(value):
+        return
+    raise ValueError(f"must be null (a local Ray), 'auto', 'ray://HOST:PORT' or 'HOST:PORT', got {value!r}")
+
+
+@attrs.frozen(kw_only=True)
+class RayConfig:
+    """Where Ray runs and how the run's actors are laid out on it.
+
+    ``address``: ``null`` starts a local Ray (no dashboard, ``num_cpus`` CPUs; all when
+    null) for the run, ``auto`` / ``HOST:PORT`` / ``ray://HOST:PORT`` connect to a running
+    cluster. An already initialised Ray (a notebook, a test session) is reused either way.
+    ``num_rollout_workers`` actors, each stepping ``num_envs_per_worker`` games (null: the
+    run's ``evaluation.num_envs`` / ``training.num_envs``), play the rollouts and fill the
+    payoff table. One learner actor per population trains (or runs the exact oracle).
+    Learners train asynchronously: episodes played with weights more than
+    ``max_staleness`` versions older than the learner's newest are dropped. A task whose
+    actor dies is retried on a replacement at most ``max_task_retries`` times. Payoff
+    evaluation is cut into about ``chunks_per_worker`` batches of entries per worker.
+    """
+
+    address: str | None = attrs.field(default=None, validator=_address)
+    num_cpus: int | None = attrs.field(default=None, validator=attrs.validators.optional(_ge1))
+    num_rollout_workers: int = attrs.field(default=2, validator=_ge1)
+    num_envs_per_worker: int | None = attrs.field(default=None, validator=attrs.validators.optional(_ge1))
+    num_cpus_per_worker: float = attrs.field(default=1.0, validator=_ge0)
+    num_cpus_per_learner: float = attrs.field(default=0.0, validator=_ge0)
+    num_gpus_per_learner: float = attrs.field(default=0.0, validator=_ge0)
+    max_staleness: int = attrs.field(default=2, validator=_ge0)
+    max_task_retries: int = attrs.field(default=3, validator=_ge0)
+    chunks_per_worker: int = attrs.field(default=4, validator=_ge1)
+    connect_timeout_s: float = attrs.field(default=10.0, validator=_gt0)
+    start_timeout_s: float = attrs.field(default=300.0, validator=_gt0)
+
+    @property
+    def local(self) -> bool:
+        """Whether the run starts its own Ray on this machine (when none is running)."""
+        return self.address in (None, "local")

@@ -1,0 +1,186 @@
+"""Helpers of the ray backend tests: run configs, a tiny learning algorithm that needs no
+torch, and a backend that kills its own actors on cue."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from importlib import metadata
+from typing import Any
+
+import numpy as np
+import ray
+
+import popmarl
+from popmarl.algorithm import Algorithm, PolicySpace
+from popmarl.config import validate
+from popmarl.policy import ExplicitPolicy, masked_uniform, sample_rows
+from popmarl.records import EvalResult, EvalTask, Episode, Observations, TrainResult, TrainTask
+from popmarl.spaces import Discrete
+from popmarl.trainer import Trainer
+from popmarl_ray import RayBackend
+
+# Classes of this module reach the Ray actors by value (the workers cannot import it).
+ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+#: Ray's worker processes on this machine (the session fixture's local Ray).
+NUM_CPUS = 2
+#: Double oracle on a random 8x8 zero-sum matrix game: exact oracle, exact evaluation.
+MATRIX_EXACT: dict[str, Any] = {
+    "env": {"name": "matrix", "params": {"game": "random_zero_sum", "size": 8, "seed": 3}},
+    "algorithm": {"name": "exact_matrix_br"},
+    "solver": {"name": "uniform"},
+    "stopping": {"max_iterations": 3},
+    "trackers": [],
+}
+
+
+def installed(kind: str, name: str) -> bool:
+    """Whether an entry point registers component ``name`` of ``kind``."""
+    return any(ep.name == name for ep in metadata.entry_points(group=f"popmarl.{kind}"))
+
+
+def ray_backend(**params: Any) -> dict[str, Any]:
+    """The backend section for the ray backend with ``params``."""
+    return {"name": "ray", "params": {"num_rollout_workers": 2, **params}}
+
+
+def run(config: Mapping[str, Any], out: Any) -> dict[str, Any]:
+    """Run a raw config in-process."""
+    return popmarl.run(validate(dict(config)), out=str(out))
+
+
+# -- a learning algorithm without torch: an epsilon-greedy bandit per population ------------
+class BanditPolicy(ExplicitPolicy):
+    """Greedy on its action-value estimates (ties split), epsilon-greedy when exploring."""
+
+    def __init__(self, n_actions: int, epsilon: float = 0.2) -> None:
+        self.q = np.zeros(n_actions)
+        self.n = np.zeros(n_actions)
+        self.epsilon = epsilon
+
+    def probabilities(self, batch: Observations) -> np.ndarray:
+        best = (self.q == self.q.max()).astype(float)
+        probs = np.broadcast_to(best / best.sum(), (len(batch), self.q.size)).copy()
+        if batch.mask is not None:
+            probs = probs * batch.mask
+        return probs / probs.sum(axis=1, keepdims=True)
+
+    def act(self, batch: Observations, *, explore: bool, rng: np.random.Generator) -> np.ndarray:
+        probs = self.probabilities(batch)
+        if explore:
+            uniform = masked_uniform(batch.mask, len(batch), self.q.size)
+            probs = (1 - self.epsilon) * probs + self.epsilon * uniform
+        return sample_rows(probs, rng)
+
+    def get_weights(self) -> Mapping[str, np.ndarray]:
+        return {"q": self.q.copy(), "n": self.n.copy()}
+
+    def set_weights(self, weights: Mapping[str, np.ndarray]) -> None:
+        self.q, self.n = np.array(weights["q"], float), np.array(weights["n"], float)
+
+
+class BanditTrainer(Trainer):
+    """Running mean of the return of each first action."""
+
+    def __init__(self, policy: BanditPolicy) -> None:
+        self.policy = policy
+
+    def update(self, episodes: Sequence[Episode]) -> Mapping[str, float]:
+        for episode in episodes:
+            a = int(np.asarray(episode.actions).reshape(-1)[0])
+            self.policy.n[a] += 1
+            self.policy.q[a] += (episode.episode_return - self.policy.q[a]) / self.policy.n[a]
+        return {"episodes": float(len(episodes))}
+
+
+class Bandit(Algorithm):
+    """``bandit``: a learning algorithm for one-shot matrix games (test only)."""
+
+    def make_policy(self, *, space: PolicySpace, seed: int) -> BanditPolicy:
+        assert isinstance(space.action_space, Discrete)
+        return BanditPolicy(space.action_space.n)
+
+    def make_trainer(self, *, policy: Any, space: PolicySpace, seed: int) -> Trainer:
+        return BanditTrainer(policy)
+
+
+class FailingPolicy(BanditPolicy):
+    """Fails whenever it plays greedily (payoff evaluation), never while exploring."""
+
+    def act(self, batch: Observations, *, explore: bool, rng: np.random.Generator) -> np.ndarray:
+        if not explore:
+            raise RuntimeError("boom\nsecond line of a long remote traceback")
+        return super().act(batch, explore=explore, rng=rng)
+
+
+class FailingBandit(Bandit):
+    """``bandit`` whose policies cannot be evaluated (test only)."""
+
+    def make_policy(self, *, space: PolicySpace, seed: int) -> FailingPolicy:
+        assert isinstance(space.action_space, Discrete)
+        return FailingPolicy(space.action_space.n)
+
+
+def with_bandit(monkeypatch: Any) -> None:
+    """Register ``bandit`` in this process only (the backend ships it to the actors)."""
+    monkeypatch.setattr(popmarl, "algorithms", popmarl.algorithms.with_component("bandit", Bandit))
+
+
+# -- a ray backend that kills its own actors -------------------------------------------------
+def kill_pid(pid: int, *, delay_s: float = 0.0) -> threading.Thread | None:
+    """SIGKILL ``pid`` now, or from a thread after ``delay_s``."""
+    if delay_s <= 0:
+        os.kill(pid, signal.SIGKILL)
+        return None
+    thread = threading.Thread(target=lambda: (time.sleep(delay_s), _kill_quietly(pid)), daemon=True)
+    thread.start()
+    return thread
+
+
+def _kill_quietly(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+class KillingBackend(RayBackend):
+    """The ray backend, with a plan of kills: ``KillingBackend.plan`` maps
+    ``("evaluate" | "train", call number)`` to a function ``(backend) -> None`` run just
+    before that call. It notes the worker pids at every call (``seen_workers``); the
+    last instance is kept in ``KillingBackend.last``."""
+
+    plan: dict[tuple[str, int], Callable[[KillingBackend], None]] = {}
+    last: KillingBackend | None = None
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.calls = {"evaluate": 0, "train": 0}
+        self.seen_workers: list[tuple[int, ...]] = []
+        KillingBackend.last = self
+
+    def _before(self, kind: str) -> None:
+        self.calls[kind] += 1
+        self.seen_workers.append(tuple(self.worker_pids()))
+        action = self.plan.get((kind, self.calls[kind]))
+        if action is not None:
+            action(self)
+
+    def evaluate(self, tasks: Sequence[EvalTask]) -> list[EvalResult]:
+        self._before("evaluate")
+        return super().evaluate(tasks)
+
+    def train(self, tasks: Sequence[TrainTask]) -> list[TrainResult]:
+        self._before("train")
+        return super().train(tasks)
+
+
+def with_killing_backend(monkeypatch: Any, plan: Mapping[tuple[str, int], Callable[[KillingBackend], None]]) -> None:
+    """Register ``ray_killing`` (a :class:`KillingBackend` following ``plan``)."""
+    monkeypatch.setattr(KillingBackend, "plan", dict(plan))
+    monkeypatch.setattr(popmarl, "backends", popmarl.backends.with_component("ray_killing", KillingBackend))

@@ -1,0 +1,59 @@
+"""Errors reach the user as one line: no cluster at the address, too few CPUs, a bad
+parameter, a task that keeps failing."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import popmarl
+from popmarl.errors import ConfigError, UserError
+from popmarl_ray import RayBackendError, RayConnectionError
+from ray_helpers import MATRIX_EXACT, FailingBandit, ray_backend, run
+
+
+@pytest.mark.parametrize("address", ["127.0.0.1:1", "ray://127.0.0.1:1"])
+def test_no_cluster_at_the_address(tmp_path: Path, address: str) -> None:
+    started = time.monotonic()
+    with pytest.raises(RayConnectionError) as info:
+        run({**MATRIX_EXACT, "backend": ray_backend(address=address, connect_timeout_s=2)}, tmp_path / "run")
+    assert time.monotonic() - started < 10
+    message = str(info.value)
+    assert message.startswith(f"ray backend: no Ray cluster at {address!r} (127.0.0.1:1: connection refused)")
+    assert "ray start --head" in message and "\n" not in message
+    assert isinstance(info.value, UserError)
+
+
+def test_bad_address_exits_2_with_one_line(write_config: Callable[..., Path], run_cli: Callable[..., Any]) -> None:
+    config = write_config(backend={"name": "ray", "params": {"address": "127.0.0.1:1"}})
+    result = run_cli("run", config, "--out", "run")
+    assert result.returncode == 2, result
+    assert result.stderr.startswith("popmarl: error: ray backend: no Ray cluster at '127.0.0.1:1'"), result
+    assert len(result.stderr.strip().splitlines()) == 1, result
+
+
+def test_more_cpus_than_the_local_ray_has(tmp_path: Path) -> None:
+    with pytest.raises(RayBackendError, match=r"^ray backend: the run needs 3 CPUs .* the Ray cluster has 2 CPUs"):
+        run({**MATRIX_EXACT, "backend": ray_backend(num_rollout_workers=3)}, tmp_path / "run")
+
+
+def test_bad_parameters_are_config_errors(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as info:
+        run({**MATRIX_EXACT, "backend": ray_backend(num_rollout_workers=0, address="http://x/", max_staleness=-1)},
+            tmp_path / "run")
+    paths = [p.split(":")[0] for p in info.value.problems]
+    assert paths == ["backend.params.address", "backend.params.num_rollout_workers", "backend.params.max_staleness"]
+
+
+def test_a_failure_that_persists_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(popmarl, "algorithms", popmarl.algorithms.with_component("failing", FailingBandit))
+    config = {**MATRIX_EXACT, "algorithm": {"name": "failing"}, "evaluation": {"exact": "never"},
+              "backend": ray_backend(num_rollout_workers=1, max_task_retries=1)}
+    with pytest.raises(RayBackendError) as info:
+        run(config, tmp_path / "run")
+    assert str(info.value) == "ray backend: rollout worker failed 2 times: RuntimeError: boom"
+    assert "second line" in info.value.detail  # Ray's full text is kept for debugging

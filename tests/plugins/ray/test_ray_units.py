@@ -1,0 +1,96 @@
+"""The backend's parts without actors: batching, the episode server's staleness rule,
+one-line errors, the config."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+import pytest
+from ray.exceptions import ActorDiedError, RayTaskError
+
+from popmarl.errors import ConfigError
+from popmarl.records import Episode, EvalTask
+from popmarl_ray import RayConfig
+from popmarl_ray.faults import RayBackendError, Retries, actor_died, first_line
+from popmarl_ray.scheduling import split
+from popmarl_ray.servers import EpisodeServerActor, ParameterServerActor
+
+
+def _tasks(n: int) -> list[EvalTask]:
+    return [EvalTask(index=(i, 0), profile={"a": f"a/{i}"}, episodes=10, seed=7) for i in range(n)]
+
+
+def test_split_covers_every_entry_once_in_seeded_batches() -> None:
+    tasks = _tasks(23)
+    batches = split(tasks, 8)
+    assert len(batches) == 8 and {len(b) for b in batches} == {2, 3}
+    assert [t.index for b in batches for t in b] == [t.index for t in tasks]
+    seeds = [b[0].seed for b in batches]
+    assert len(set(seeds)) == len(batches)  # one seed per batch ...
+    assert all(len({t.seed for t in b}) == 1 for b in batches)  # ... shared by its entries
+    assert seeds == [b[0].seed for b in split(tasks, 8)]  # and the same every time
+    assert len(split(tasks[:3], 8)) == 3 and split(tasks, 1)[0][0].index == (0, 0)
+
+
+def _episode(ret: float) -> Episode:
+    return Episode(agent="a", obs=np.zeros((1, 1)), actions=np.zeros(1), rewards=np.zeros(1), masks=None,
+                   terminated=True, truncated=False, episode_return=ret)
+
+
+def test_episode_server_drops_stale_episodes_and_refuses_closed_keys() -> None:
+    async def scenario() -> None:
+        server = EpisodeServerActor(capacity=5)
+        assert not await server.put("k", 1, [_episode(0.0)], 3)  # not open yet
+        await server.open("k")
+        assert await server.wait_open("k", 0.01) == "open"
+        assert await server.put("k", 1, [_episode(1.0), _episode(1.0)], 4)
+        assert await server.put("k", 3, [_episode(3.0)], 2)
+        batch = await server.take("k", min_items=1, min_version=2, timeout_s=0.01)  # version 1 is too old
+        assert [e.episode_return for e in batch.episodes] == [3.0]
+        assert (batch.env_steps, batch.played, batch.dropped) == (6, 3, 2)
+        waiter = asyncio.ensure_future(server.take("k", min_items=2, min_version=3, timeout_s=5))
+        await asyncio.sleep(0.01)
+        await server.put("k", 3, [_episode(4.0)] * 7, 7)  # wakes the waiting learner; 2 over capacity
+        batch = await waiter
+        assert len(batch.episodes) == 5 and batch.dropped == 4
+        await server.close("k")
+        assert not await server.put("k", 4, [_episode(0.0)], 1)
+        assert await server.wait_open("k", 0.01) == "closed"
+        assert await server.wait_open("never", 0.01) == "new"
+
+    asyncio.run(scenario())
+
+
+def test_parameter_server_versions() -> None:
+    server = ParameterServerActor()
+    assert server.pull("k", 0) is None and server.version("k") == 0
+    assert server.push("k", ["w1"]) == 1 and server.push("k", ["w2"]) == 2  # type: ignore[list-item]
+    assert server.pull("k", 1) == (2, ["w2"]) and server.pull("k", 2) is None
+    server.drop("k")
+    assert server.version("k") == 0
+
+
+def test_ray_errors_become_one_line() -> None:
+    died = ActorDiedError()
+    assert actor_died(died) and first_line(died) == "The actor died unexpectedly before finishing this task."
+    task_error = RayTaskError("evaluate", "Traceback ...\n  many lines", ValueError("bad value\nmore"))
+    assert not actor_died(task_error) and first_line(task_error) == "ValueError: bad value"
+    retries = Retries("rollout worker", 1)
+    retries.failed("batch", died)
+    with pytest.raises(RayBackendError, match=r"^ray backend: rollout worker failed 2 times: The actor died"):
+        retries.failed("batch", died)
+    user = RayTaskError("train", "Traceback", ConfigError("algorithm.params.x: must be >= 1"))
+    with pytest.raises(ConfigError, match=r"^algorithm.params.x: must be >= 1$"):
+        retries.failed("other", user)  # the component's own error, not retried
+
+
+def test_config_defaults_and_validation() -> None:
+    config = RayConfig()
+    assert config.address is None and config.local and config.num_rollout_workers == 2
+    assert not RayConfig(address="auto").local and not RayConfig(address="ray://head:10001").local
+    assert RayConfig(address="10.0.0.1:6379").address == "10.0.0.1:6379"
+    with pytest.raises(ValueError, match="must be null"):
+        RayConfig(address="http://head/")
+    with pytest.raises(ValueError):
+        RayConfig(num_rollout_workers=0)
