@@ -216,7 +216,9 @@ def test_explore_rewards_add_up_to_the_returns(module: str, kwargs: dict[str, An
     opponents = {a: ([opponent], np.ones(1)) for a in env.agents}
     episodes, steps = RolloutWorker(env=env, num_envs=4).explore(
         learner=policy, learner_agents=(agent,), opponents=opponents, max_episodes=12, max_steps=None, seed=0)
-    assert len(episodes) == 12 and steps > 0
+    # An episode in which the learner never acts (the opponent folds first in Leduc)
+    # leaves no trajectory: at most one per episode played.
+    assert 0 < len(episodes) <= 12 and steps > 0
     for episode in episodes:
         assert episode.rewards.sum() == pytest.approx(episode.episode_return)
         assert episode.obs.dtype == np.float32 and len(episode.obs) == len(episode.actions)

@@ -190,9 +190,16 @@ class RayBackend(Backend):
 
     # -- inspection (tests, tools) ----------------------------------------------------
     def worker_pids(self) -> list[int]:
-        """The process id of each rollout worker, by slot."""
+        """The process id of each rollout worker, by slot (-1 for a worker that died and
+        has not been replaced yet: that happens when its next task fails)."""
         workers, _ = self._groups()
-        return list(ray.get([h.pid.remote() for h in workers.handles]))
+        pids = []
+        for handle in workers.handles:
+            try:
+                pids.append(int(ray.get(handle.pid.remote())))
+            except ray.exceptions.RayActorError:
+                pids.append(-1)
+        return pids
 
     def learner_pids(self) -> dict[str, int]:
         """The process id of each population's learner."""
