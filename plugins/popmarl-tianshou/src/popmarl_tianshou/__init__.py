@@ -1,0 +1,14 @@
+"""popmarl-tianshou: deep RL oracles for popmarl on Tianshou 2.0.
+
+Algorithms ``dqn`` (double DQN), ``ppo`` and ``a2c`` (entry points in the group
+``popmarl.algorithms``), masked for games with legal actions, plus policy checkpoints
+(:func:`save_checkpoint`, :func:`load_checkpoint`). Importing this package imports only
+the torch-side modules; the algorithms (and Tianshou) load when asked for by name.
+"""
+
+from __future__ import annotations
+
+from popmarl_tianshou.checkpoint import load_checkpoint, save_checkpoint
+from popmarl_tianshou.policy import CategoricalPolicy, GaussianPolicy, QPolicy, TorchPolicy
+
+__all__ = ["CategoricalPolicy", "GaussianPolicy", "QPolicy", "TorchPolicy", "load_checkpoint", "save_checkpoint"]

@@ -1,0 +1,50 @@
+"""Algorithm ``a2c``: synchronous advantage actor-critic with GAE and an entropy bonus.
+
+The update is Tianshou 2.0's :class:`tianshou.algorithm.A2C`; illegal actions have logit
+-inf, so the policy gradient and entropy involve legal actions only. Discrete or Box
+(Gaussian) actions.
+"""
+
+from __future__ import annotations
+
+import attrs
+from tianshou.algorithm import A2C as TianshouA2C
+from tianshou.algorithm.modelfree.reinforce import ProbabilisticActorPolicy
+from tianshou.algorithm.optim import AdamOptimizerFactory
+
+from popmarl_tianshou.actor_critic import ActorCriticAlgorithm, ge0, ge1, gt0, layers, unit
+from popmarl_tianshou.nets import ValueCritic
+
+
+@attrs.frozen(kw_only=True)
+class A2CConfig:
+    """A2C. Each update takes ``epochs`` passes over the episodes just collected, in
+    minibatches of ``batch_size`` transitions (``None``: one step on the whole batch).
+    ``log_std_init`` and ``deterministic_eval`` apply to Box actions only."""
+
+    lr: float = attrs.field(default=1e-3, validator=gt0)
+    hidden: list[int] = attrs.field(factory=lambda: [128, 128], validator=layers)
+    gamma: float = attrs.field(default=1.0, validator=unit)
+    gae_lambda: float = attrs.field(default=0.95, validator=unit)
+    vf_coef: float = attrs.field(default=0.5, validator=ge0)
+    ent_coef: float = attrs.field(default=0.01, validator=ge0)
+    max_grad_norm: float | None = attrs.field(default=0.5, validator=attrs.validators.optional(gt0))
+    batch_size: int | None = attrs.field(default=None, validator=attrs.validators.optional(ge1))
+    epochs: int = attrs.field(default=1, validator=ge1)
+    log_std_init: float = -0.5
+    deterministic_eval: bool = False
+    torch_threads: int = attrs.field(default=1, validator=ge1)
+
+
+class A2C(ActorCriticAlgorithm):
+    """A2C oracle: masked categorical or Gaussian actor, value critic."""
+
+    Config = A2CConfig
+    config: A2CConfig
+
+    def tianshou_algorithm(self, *, policy: ProbabilisticActorPolicy, critic: ValueCritic,
+                           optim: AdamOptimizerFactory) -> TianshouA2C:
+        c = self.config
+        return TianshouA2C(policy=policy, critic=critic, optim=optim, vf_coef=c.vf_coef, ent_coef=c.ent_coef,
+                           max_grad_norm=c.max_grad_norm, gae_lambda=c.gae_lambda, gamma=c.gamma,
+                           max_batchsize=4096)

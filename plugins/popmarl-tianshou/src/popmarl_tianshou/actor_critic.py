@@ -1,0 +1,107 @@
+"""What ``ppo`` and ``a2c`` share: the policies they make and the on-policy trainer.
+
+Discrete actions get a masked categorical actor (a :class:`CategoricalPolicy`, explicit
+so exact evaluation works), Box actions a diagonal Gaussian. The value critic belongs to
+the trainer: frozen policies only act. Each update trains on exactly the episodes the
+newest weights collected, through Tianshou's ``update(buffer, batch_size, repeat)``
+(GAE, then ``repeat`` epochs of minibatches).
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from collections.abc import Mapping, Sequence
+
+import attrs
+import torch
+from tianshou.algorithm import A2C as TianshouA2C
+from tianshou.algorithm.modelfree.reinforce import DiscreteActorPolicy, ProbabilisticActorPolicy
+from tianshou.algorithm.optim import AdamOptimizerFactory
+from tianshou.utils.torch_utils import policy_within_training_step
+
+from popmarl.algorithm import Algorithm, PolicySpace
+from popmarl.policy import Policy
+from popmarl.records import Episode
+from popmarl.spaces import Discrete
+from popmarl.trainer import Trainer
+
+from popmarl_tianshou.batching import gym_space, numpy_random, numpy_random_state, to_buffer, transitions
+from popmarl_tianshou.nets import CategoricalActor, GaussianActor, ValueCritic, action_dim, feature_dim, seeded
+from popmarl_tianshou.policy import CategoricalPolicy, GaussianPolicy, set_torch_threads
+
+ge0 = attrs.validators.ge(0)
+ge1 = attrs.validators.ge(1)
+gt0 = attrs.validators.gt(0)
+unit = attrs.validators.and_(attrs.validators.ge(0), attrs.validators.le(1))
+layers = attrs.validators.deep_iterable(member_validator=ge1)
+
+ActorPolicy = CategoricalPolicy | GaussianPolicy
+
+
+def gaussian(loc_scale: tuple[torch.Tensor, torch.Tensor]) -> torch.distributions.Distribution:
+    """A diagonal Gaussian over the action vector."""
+    loc, scale = loc_scale
+    return torch.distributions.Independent(torch.distributions.Normal(loc, scale), 1)
+
+
+class OnPolicyTrainer(Trainer):
+    """Trains an actor (and its own critic) on each batch of fresh episodes."""
+
+    def __init__(self, *, policy: ActorPolicy, algorithm: TianshouA2C, batch_size: int | None, epochs: int,
+                 seed: int) -> None:
+        self.policy = policy
+        self.algorithm = algorithm
+        self.batch_size = batch_size
+        self.epochs = epochs
+        self._rng = numpy_random_state(seed)
+        self.gradient_steps = 0
+
+    def update(self, episodes: Sequence[Episode]) -> Mapping[str, float]:
+        batch = transitions(episodes, self.policy.space)
+        if not len(batch):
+            return {}
+        with policy_within_training_step(self.algorithm.policy), numpy_random(self._rng):
+            stats = self.algorithm.update(to_buffer(batch), batch_size=self.batch_size, repeat=self.epochs)
+        self.gradient_steps += stats.gradient_steps
+        return {"loss": stats.loss.mean, "actor_loss": stats.actor_loss.mean, "vf_loss": stats.vf_loss.mean,
+                "entropy": stats.ent_loss.mean, "gradient_steps": float(self.gradient_steps)}
+
+
+class ActorCriticAlgorithm(Algorithm):
+    """An actor-critic oracle; subclasses say which Tianshou update they use.
+
+    Their configs have at least ``lr``, ``hidden``, ``batch_size``, ``epochs``,
+    ``log_std_init``, ``deterministic_eval`` and ``torch_threads``.
+    """
+
+    def make_policy(self, *, space: PolicySpace, seed: int) -> ActorPolicy:
+        c = self.config
+        set_torch_threads(c.torch_threads)
+        obs_dim, out = feature_dim(space.observation_space), action_dim(space.action_space)
+        with seeded(seed):
+            if isinstance(space.action_space, Discrete):
+                return CategoricalPolicy(space=space, actor=CategoricalActor(obs_dim, out, c.hidden))
+            actor = GaussianActor(obs_dim, out, c.hidden, c.log_std_init)
+        return GaussianPolicy(space=space, actor=actor, deterministic_eval=c.deterministic_eval)
+
+    def make_trainer(self, *, policy: Policy, space: PolicySpace, seed: int) -> OnPolicyTrainer:
+        if not isinstance(policy, CategoricalPolicy | GaussianPolicy):
+            raise TypeError(f"{type(self).__name__} trains an actor policy, got {type(policy).__name__}")
+        c = self.config
+        learner: ProbabilisticActorPolicy
+        if isinstance(policy, CategoricalPolicy):
+            learner = DiscreteActorPolicy(actor=policy.actor, action_space=gym_space(space.action_space))
+        else:
+            learner = ProbabilisticActorPolicy(actor=policy.actor, dist_fn=gaussian,
+                                               action_space=gym_space(space.action_space),
+                                               action_scaling=False, action_bound_method=None)
+        with seeded(seed + 1):
+            critic = ValueCritic(feature_dim(space.observation_space), c.hidden)
+        algorithm = self.tianshou_algorithm(policy=learner, critic=critic, optim=AdamOptimizerFactory(lr=c.lr))
+        return OnPolicyTrainer(policy=policy, algorithm=algorithm, batch_size=c.batch_size, epochs=c.epochs,
+                               seed=seed)
+
+    @abstractmethod
+    def tianshou_algorithm(self, *, policy: ProbabilisticActorPolicy, critic: ValueCritic,
+                           optim: AdamOptimizerFactory) -> TianshouA2C:
+        """The configured Tianshou algorithm (A2C or a subclass) that updates ``policy``."""

@@ -1,0 +1,123 @@
+"""popmarl episodes to Tianshou batches and replay buffers.
+
+An :class:`~popmarl.records.Episode` holds one agent's decisions; its transition ``t``
+goes from ``obs[t]`` to ``obs[t+1]`` with the reward attributed to decision ``t``, and
+the last one ends the episode. With discrete actions each observation is stored as
+``Batch(obs=features, mask=legal)``, the layout Tianshou's policies read masks from, so
+the next state's mask limits the bootstrap target to legal actions. The last transition
+is terminal: popmarl does not record an observation after a truncation, so a truncated
+episode is not bootstrapped either.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+
+import gymnasium as gym
+import numpy as np
+from tianshou.data import Batch, ReplayBuffer
+
+from popmarl.algorithm import PolicySpace
+from popmarl.records import Episode
+from popmarl.spaces import Discrete, Space
+
+from popmarl_tianshou.nets import features
+
+
+def _cache_tianshou_kernels() -> None:
+    """Let numba cache Tianshou's return kernels on disk: its policies compile them on
+    construction, which otherwise costs several seconds in every fresh process."""
+    from tianshou.algorithm import algorithm_base
+
+    for name in ("_gae", "_nstep_return"):
+        kernel = getattr(algorithm_base, name, None)
+        try:
+            kernel.enable_caching()  # type: ignore[union-attr]
+        except Exception:  # an unwritable cache dir or another numba: compile as usual
+            pass
+
+
+_cache_tianshou_kernels()
+
+
+def gym_space(space: Space) -> gym.Space:
+    """The gymnasium equivalent of a popmarl space (Tianshou's policies need one)."""
+    if isinstance(space, Discrete):
+        return gym.spaces.Discrete(space.n)
+    return gym.spaces.Box(low=space.low, high=space.high, shape=space.shape, dtype=np.dtype(space.dtype))
+
+
+def transitions(episodes: Sequence[Episode], space: PolicySpace) -> Batch:
+    """The episodes' transitions, episode after episode, as one flat Tianshou batch with
+    ``obs``, ``act``, ``rew``, ``terminated``, ``truncated``, ``done`` and ``obs_next``."""
+    discrete = isinstance(space.action_space, Discrete)
+    obs, obs_next, masks, masks_next, acts, rews, ends = [], [], [], [], [], [], []
+    for episode in episodes:
+        steps = len(episode.actions)
+        if steps == 0:
+            continue
+        x = features(space.observation_space, episode.obs[:steps])
+        obs.append(x)
+        obs_next.append(np.concatenate([x[1:], x[-1:]]))
+        acts.append(np.asarray(episode.actions))
+        rews.append(np.asarray(episode.rewards, dtype=np.float64))
+        end = np.zeros(steps, bool)
+        end[-1] = True
+        ends.append(end)
+        if discrete:
+            n = space.action_space.n  # type: ignore[union-attr]
+            legal = np.ones((steps, n), bool) if episode.masks is None else np.asarray(episode.masks, bool)
+            masks.append(legal)
+            masks_next.append(np.concatenate([legal[1:], np.ones((1, n), bool)]))
+    if not obs:
+        return Batch()
+    done = np.concatenate(ends)
+    act = np.concatenate(acts)
+    act = act.astype(np.int64) if discrete else act.astype(np.float32)
+    if discrete:
+        obs_batch = Batch(obs=np.concatenate(obs), mask=np.concatenate(masks))
+        next_batch = Batch(obs=np.concatenate(obs_next), mask=np.concatenate(masks_next))
+    else:
+        obs_batch = Batch(obs=np.concatenate(obs))
+        next_batch = Batch(obs=np.concatenate(obs_next))
+    return Batch(obs=obs_batch, act=act, rew=np.concatenate(rews), terminated=done,
+                 truncated=np.zeros_like(done), done=done, obs_next=next_batch)
+
+
+def to_buffer(batch: Batch, *, seed: int = 0) -> ReplayBuffer:
+    """A replay buffer holding exactly ``batch`` (in order, so whole episodes stay
+    contiguous for returns and advantages)."""
+    buffer = ReplayBuffer(len(batch), random_seed=seed)
+    buffer.set_batch(batch)
+    buffer._size = len(batch)
+    buffer.last_index[0] = len(batch) - 1
+    return buffer
+
+
+def append(buffer: ReplayBuffer, batch: Batch) -> None:
+    """Add ``batch``'s transitions to ``buffer`` (the oldest are overwritten when full)."""
+    if len(batch):
+        buffer.update(to_buffer(batch))
+
+
+@contextlib.contextmanager
+def numpy_random(state: dict[str, object]) -> Iterator[None]:
+    """Run code that draws from numpy's global generator (Tianshou's minibatch
+    shuffling) with a private generator state kept in ``state["np"]``, so an update is
+    deterministic in the trainer's seed and leaves the global generator alone."""
+    saved = np.random.get_state()
+    np.random.set_state(state["np"])  # type: ignore[arg-type]
+    try:
+        yield
+    finally:
+        state["np"] = np.random.get_state()
+        np.random.set_state(saved)
+
+
+def numpy_random_state(seed: int) -> dict[str, object]:
+    """A fresh private state for :func:`numpy_random`."""
+    return {"np": np.random.RandomState(seed).get_state()}
+
+
+__all__ = ["append", "gym_space", "numpy_random", "numpy_random_state", "to_buffer", "transitions"]

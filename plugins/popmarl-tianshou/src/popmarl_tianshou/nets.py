@@ -1,0 +1,143 @@
+"""The torch networks: MLP Q-net, categorical and Gaussian actors, value critic.
+
+They follow Tianshou's module conventions (``forward(obs, state=None, info=None) ->
+(output, state)`` for actors and Q-nets, ``forward(obs) -> [B, 1]`` for critics) so
+Tianshou's algorithms can train them, and accept either a feature array or a Tianshou
+``Batch`` with ``obs`` and ``mask`` fields (how masked observations are stored). This
+module needs only torch and numpy, so acting never imports Tianshou.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from popmarl.spaces import Discrete, Space
+
+
+def feature_dim(space: Space) -> int:
+    """The width of the flat feature vector of one observation of ``space``."""
+    return space.n if isinstance(space, Discrete) else max(space.size, 1)
+
+
+def features(space: Space, obs: np.ndarray) -> np.ndarray:
+    """``[B, feature_dim]`` float32 features of a batch of observations: a Box is
+    flattened, a Discrete observation is one-hot encoded."""
+    obs = np.asarray(obs)
+    if isinstance(space, Discrete):
+        return np.eye(space.n, dtype=np.float32)[obs.reshape(len(obs)).astype(np.int64)]
+    return obs.reshape(len(obs), -1).astype(np.float32, copy=False)
+
+
+def mlp(in_dim: int, hidden: Sequence[int], out_dim: int, *, out_gain: float | None = None) -> nn.Sequential:
+    """A ReLU multilayer perceptron; ``out_gain`` rescales the last layer's initial
+    weights (small values start a policy head near uniform)."""
+    layers: list[nn.Module] = []
+    width = in_dim
+    for size in hidden:
+        layers += [nn.Linear(width, size), nn.ReLU()]
+        width = size
+    last = nn.Linear(width, out_dim)
+    if out_gain is not None:
+        with torch.no_grad():
+            last.weight.mul_(out_gain)
+            last.bias.zero_()
+    layers.append(last)
+    return nn.Sequential(*layers)
+
+
+def split_obs(obs: Any) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Features and legal-action mask (``None`` if absent) of a module input."""
+    mask = None
+    if hasattr(obs, "obs"):
+        mask = getattr(obs, "mask", None)
+        obs = obs.obs
+    x = torch.as_tensor(obs, dtype=torch.float32)
+    if x.dim() == 1:
+        x = x.unsqueeze(0)
+    if mask is not None:
+        mask = torch.as_tensor(mask, dtype=torch.bool)
+    return x, mask
+
+
+def mask_logits(logits: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """``logits`` with illegal actions set to -inf."""
+    if mask is None:
+        return logits
+    return logits.masked_fill(~mask, float("-inf"))
+
+
+class QNet(nn.Module):
+    """State-action values ``[B, n_actions]`` (raw; Tianshou's DQN policy masks them)."""
+
+    def __init__(self, obs_dim: int, n_actions: int, hidden: Sequence[int]) -> None:
+        super().__init__()
+        self.net = mlp(obs_dim, hidden, n_actions)
+
+    def forward(self, obs: Any, state: Any = None, info: Any = None) -> tuple[torch.Tensor, Any]:
+        x, _ = split_obs(obs)
+        return self.net(x), state
+
+
+class CategoricalActor(nn.Module):
+    """Action logits ``[B, n_actions]``, -inf on illegal actions when a mask is given."""
+
+    def __init__(self, obs_dim: int, n_actions: int, hidden: Sequence[int]) -> None:
+        super().__init__()
+        self.net = mlp(obs_dim, hidden, n_actions, out_gain=0.01)
+
+    def forward(self, obs: Any, state: Any = None, info: Any = None) -> tuple[torch.Tensor, Any]:
+        x, mask = split_obs(obs)
+        return mask_logits(self.net(x), mask), state
+
+
+class GaussianActor(nn.Module):
+    """Mean and standard deviation ``([B, A], [B, A])`` of a diagonal Gaussian; the log
+    standard deviation is a learned, state-independent parameter."""
+
+    def __init__(self, obs_dim: int, action_dim: int, hidden: Sequence[int], log_std_init: float) -> None:
+        super().__init__()
+        self.net = mlp(obs_dim, hidden, action_dim, out_gain=0.01)
+        self.log_std = nn.Parameter(torch.full((action_dim,), float(log_std_init)))
+
+    def forward(self, obs: Any, state: Any = None, info: Any = None) -> tuple[tuple[torch.Tensor, torch.Tensor], Any]:
+        x, _ = split_obs(obs)
+        loc = self.net(x)
+        return (loc, self.log_std.exp().expand_as(loc)), state
+
+
+class ValueCritic(nn.Module):
+    """State values ``[B, 1]``."""
+
+    def __init__(self, obs_dim: int, hidden: Sequence[int]) -> None:
+        super().__init__()
+        self.net = mlp(obs_dim, hidden, 1)
+
+    def forward(self, obs: Any, **kwargs: Any) -> torch.Tensor:
+        x, _ = split_obs(obs)
+        return self.net(x)
+
+
+def action_dim(space: Space) -> int:
+    """Outputs of a policy head: actions of a Discrete space, entries of a Box."""
+    return space.n if isinstance(space, Discrete) else max(space.size, 1)
+
+
+@contextlib.contextmanager
+def seeded(seed: int) -> Iterator[None]:
+    """Run torch code (e.g. weight initialisation) with its own seeded generator state,
+    leaving the process-wide torch generator untouched."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        yield
+
+
+__all__ = [
+    "CategoricalActor", "GaussianActor", "QNet", "ValueCritic", "action_dim", "feature_dim",
+    "features", "mask_logits", "mlp", "seeded", "split_obs",
+]

@@ -1,0 +1,142 @@
+"""popmarl policies around torch modules: batched, masked acting, weights as arrays.
+
+One forward per ``act`` call, under ``torch.no_grad``, numpy in and out; illegal actions
+get logit (or Q-value) -inf and are never chosen. Weights are the modules' state dicts
+as ``{"<module>.<parameter>": ndarray}`` copies (plus exploration state such as DQN's
+epsilon), so frozen policies are plain ``.npz`` files and the actor copy of a learner
+picks up the current exploration rate along with the parameters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import torch
+from torch import nn
+
+from popmarl.algorithm import PolicySpace
+from popmarl.policy import ExplicitPolicy, Policy, masked_uniform, sample_rows
+from popmarl.records import Observations, Weights
+from popmarl.spaces import Box, Discrete
+
+from popmarl_tianshou.nets import CategoricalActor, GaussianActor, QNet, features, mask_logits
+
+
+def set_torch_threads(threads: int) -> None:
+    """Use ``threads`` intra-op threads (small networks are fastest on one; rollout
+    workers share the machine's cores)."""
+    if torch.get_num_threads() != threads:
+        torch.set_num_threads(threads)
+
+
+class TorchPolicy(Policy):
+    """A policy whose parameters are named torch modules."""
+
+    def __init__(self, *, space: PolicySpace, modules: Mapping[str, nn.Module]) -> None:
+        self.space = space
+        self.modules = dict(modules)
+
+    def features(self, batch: Observations) -> torch.Tensor:
+        """The batch's observations as a ``[B, D]`` float tensor."""
+        return torch.from_numpy(np.ascontiguousarray(features(self.space.observation_space, batch.obs)))
+
+    def extra_weights(self) -> dict[str, np.ndarray]:
+        """Non-parameter state that travels with the weights (none by default)."""
+        return {}
+
+    def load_extra_weights(self, weights: Weights) -> None:
+        """Restore what :meth:`extra_weights` produced."""
+
+    def get_weights(self) -> dict[str, np.ndarray]:
+        weights = {
+            f"{name}.{key}": value.detach().cpu().numpy().copy()
+            for name, module in self.modules.items()
+            for key, value in module.state_dict().items()
+        }
+        weights.update(self.extra_weights())
+        return weights
+
+    def set_weights(self, weights: Weights) -> None:
+        for name, module in self.modules.items():
+            prefix = f"{name}."
+            state = {k[len(prefix):]: torch.as_tensor(np.asarray(v)) for k, v in weights.items() if k.startswith(prefix)}
+            module.load_state_dict(state)
+        self.load_extra_weights(weights)
+
+
+def _legal(batch: Observations, n_actions: int) -> np.ndarray:
+    return np.ones((len(batch), n_actions), bool) if batch.mask is None else np.asarray(batch.mask, dtype=bool)
+
+
+class QPolicy(TorchPolicy, ExplicitPolicy):
+    """Greedy over the legal actions' Q-values; ε-greedy (uniform over the legal
+    actions with probability ``eps``) when exploring."""
+
+    def __init__(self, *, space: PolicySpace, qnet: QNet, eps: float = 0.0) -> None:
+        super().__init__(space=space, modules={"q": qnet})
+        assert isinstance(space.action_space, Discrete)
+        self.n_actions = space.action_space.n
+        self.qnet = qnet
+        self.eps = eps
+
+    def q_values(self, batch: Observations) -> np.ndarray:
+        """``[B, n_actions]`` Q-values, -inf on illegal actions."""
+        with torch.no_grad():
+            q = self.qnet(self.features(batch))[0]
+            mask = None if batch.mask is None else torch.as_tensor(np.asarray(batch.mask), dtype=torch.bool)
+            return mask_logits(q, mask).numpy()
+
+    def probabilities(self, batch: Observations) -> np.ndarray:
+        return np.eye(self.n_actions)[self.q_values(batch).argmax(axis=1)]
+
+    def act(self, batch: Observations, *, explore: bool, rng: np.random.Generator) -> np.ndarray:
+        greedy = self.q_values(batch).argmax(axis=1)
+        if not explore or self.eps <= 0.0:
+            return greedy
+        random = sample_rows(masked_uniform(_legal(batch, self.n_actions), len(batch), self.n_actions), rng)
+        return np.where(rng.random(len(batch)) < self.eps, random, greedy)
+
+    def extra_weights(self) -> dict[str, np.ndarray]:
+        return {"explore.eps": np.array(self.eps, dtype=np.float64)}
+
+    def load_extra_weights(self, weights: Weights) -> None:
+        if "explore.eps" in weights:
+            self.eps = float(weights["explore.eps"])
+
+
+class CategoricalPolicy(TorchPolicy, ExplicitPolicy):
+    """Samples the actor's softmax over the legal actions (exploring or not: the
+    stochastic policy is both what trains and what is evaluated)."""
+
+    def __init__(self, *, space: PolicySpace, actor: CategoricalActor) -> None:
+        super().__init__(space=space, modules={"actor": actor})
+        self.actor = actor
+
+    def probabilities(self, batch: Observations) -> np.ndarray:
+        with torch.no_grad():
+            obs = self.features(batch)
+            mask = None if batch.mask is None else torch.as_tensor(np.asarray(batch.mask), dtype=torch.bool)
+            logits = self.actor(obs)[0]
+            probs = torch.softmax(mask_logits(logits, mask).double(), dim=1).numpy()
+        return probs / probs.sum(axis=1, keepdims=True)
+
+
+class GaussianPolicy(TorchPolicy):
+    """A diagonal Gaussian over a Box, clipped to its bounds; with ``deterministic_eval``
+    the mean is played when not exploring."""
+
+    def __init__(self, *, space: PolicySpace, actor: GaussianActor, deterministic_eval: bool = False) -> None:
+        super().__init__(space=space, modules={"actor": actor})
+        assert isinstance(space.action_space, Box)
+        self.box = space.action_space
+        self.actor = actor
+        self.deterministic_eval = deterministic_eval
+
+    def act(self, batch: Observations, *, explore: bool, rng: np.random.Generator) -> np.ndarray:
+        with torch.no_grad():
+            loc_t, scale_t = self.actor(self.features(batch))[0]
+        loc, scale = loc_t.numpy(), scale_t.numpy()
+        action = loc if (self.deterministic_eval and not explore) else loc + scale * rng.standard_normal(loc.shape)
+        action = np.clip(action, self.box.low, self.box.high)
+        return action.reshape(len(batch), *self.box.shape).astype(self.box.dtype)

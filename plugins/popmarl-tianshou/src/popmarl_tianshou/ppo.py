@@ -1,0 +1,60 @@
+"""Algorithm ``ppo``: clipped PPO with GAE, a value loss and an entropy bonus.
+
+The update is Tianshou 2.0's :class:`tianshou.algorithm.PPO`; illegal actions have
+logit -inf, so ratios, entropy and sampling involve legal actions only. Discrete or Box
+(Gaussian) actions.
+"""
+
+from __future__ import annotations
+
+import attrs
+from tianshou.algorithm import PPO as TianshouPPO
+from tianshou.algorithm.modelfree.reinforce import ProbabilisticActorPolicy
+from tianshou.algorithm.optim import AdamOptimizerFactory
+
+from popmarl_tianshou.actor_critic import ActorCriticAlgorithm, ge0, ge1, gt0, layers, unit
+from popmarl_tianshou.nets import ValueCritic
+
+
+@attrs.frozen(kw_only=True)
+class PPOConfig:
+    """Clipped PPO. Each update runs ``epochs`` passes of minibatches of ``batch_size``
+    transitions (``None``: the whole batch) over the episodes just collected.
+
+    ``clip`` bounds the probability ratio; ``value_clip`` clips the value update the
+    same way; ``advantage_normalization`` standardises advantages per minibatch.
+    ``log_std_init`` and ``deterministic_eval`` (play the mean when not exploring)
+    apply to Box actions only.
+    """
+
+    lr: float = attrs.field(default=1e-3, validator=gt0)
+    hidden: list[int] = attrs.field(factory=lambda: [128, 128], validator=layers)
+    gamma: float = attrs.field(default=1.0, validator=unit)
+    gae_lambda: float = attrs.field(default=0.95, validator=unit)
+    clip: float = attrs.field(default=0.2, validator=gt0)
+    value_clip: bool = False
+    advantage_normalization: bool = True
+    vf_coef: float = attrs.field(default=0.5, validator=ge0)
+    ent_coef: float = attrs.field(default=0.01, validator=ge0)
+    max_grad_norm: float | None = attrs.field(default=0.5, validator=attrs.validators.optional(gt0))
+    batch_size: int | None = attrs.field(default=128, validator=attrs.validators.optional(ge1))
+    epochs: int = attrs.field(default=4, validator=ge1)
+    log_std_init: float = -0.5
+    deterministic_eval: bool = False
+    torch_threads: int = attrs.field(default=1, validator=ge1)
+
+
+class PPO(ActorCriticAlgorithm):
+    """PPO oracle: masked categorical or Gaussian actor, value critic."""
+
+    Config = PPOConfig
+    config: PPOConfig
+
+    def tianshou_algorithm(self, *, policy: ProbabilisticActorPolicy, critic: ValueCritic,
+                           optim: AdamOptimizerFactory) -> TianshouPPO:
+        c = self.config
+        return TianshouPPO(
+            policy=policy, critic=critic, optim=optim, eps_clip=c.clip, value_clip=c.value_clip,
+            advantage_normalization=c.advantage_normalization, vf_coef=c.vf_coef, ent_coef=c.ent_coef,
+            max_grad_norm=c.max_grad_norm, gae_lambda=c.gae_lambda, gamma=c.gamma, max_batchsize=4096,
+        )
