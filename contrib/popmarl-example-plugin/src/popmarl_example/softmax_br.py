@@ -8,12 +8,12 @@ quantal-response oracle, as in smoothed fictitious play).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 
 import attrs
 import numpy as np
 
 import popmarl
+from popmarl.builtin.matrix_env import MixedStrategyPolicy
 from popmarl.metagame import deviation_payoffs
 
 
@@ -24,24 +24,8 @@ class SoftmaxBRConfig:
     temperature: float = attrs.field(default=0.05, validator=attrs.validators.gt(0))
 
 
-class SoftmaxPolicy(popmarl.ExplicitPolicy):
-    """A fixed mixed strategy over the actions of a one-shot game."""
-
-    def __init__(self, probs: np.ndarray) -> None:
-        self.probs = np.asarray(probs, dtype=float)
-
-    def probabilities(self, batch: popmarl.Observations) -> np.ndarray:
-        probs = np.broadcast_to(self.probs, (len(batch), self.probs.size))
-        if batch.mask is None:
-            return probs
-        masked = probs * batch.mask
-        return masked / masked.sum(axis=1, keepdims=True)
-
-    def get_weights(self) -> Mapping[str, np.ndarray]:
-        return {"probs": self.probs.copy()}
-
-    def set_weights(self, weights: Mapping[str, np.ndarray]) -> None:
-        self.probs = np.asarray(weights["probs"], dtype=float)
+# The matrix env's own mixed-strategy policy plays a fixed mixture of its actions.
+SoftmaxPolicy = MixedStrategyPolicy
 
 
 def softmax(values: np.ndarray, temperature: float) -> np.ndarray:

@@ -16,39 +16,21 @@ from collections.abc import Sequence
 import attrs
 import ray
 
+from popmarl.servers import ParameterServer
+
 from popmarl.records import Episode
 
 WeightsRef = list[ray.ObjectRef]  # wrapped in a list so Ray passes the reference, not the value
 
 
-class ParameterServerActor:
-    """The newest weights (an object reference) of each learning policy, versioned."""
-
-    def __init__(self) -> None:
-        self._store: dict[str, tuple[int, WeightsRef]] = {}
+class ParameterServerActor(ParameterServer):
+    """The core parameter server as an actor: the newest weights (an object reference)
+    of each learning policy, versioned."""
 
     def ready(self) -> int:
         import os
 
         return os.getpid()
-
-    def push(self, key: str, weights: WeightsRef) -> int:
-        """Publish new weights for ``key``; return their version (1, 2, ...)."""
-        version = self.version(key) + 1
-        self._store[key] = (version, weights)
-        return version
-
-    def version(self, key: str) -> int:
-        """The newest version of ``key`` (0 when nothing was pushed)."""
-        entry = self._store.get(key)
-        return 0 if entry is None else entry[0]
-
-    def pull(self, key: str, have: int) -> tuple[int, WeightsRef] | None:
-        """``(version, weights)`` if newer than ``have``, else None (nothing to copy)."""
-        entry = self._store.get(key)
-        if entry is None or entry[0] <= have:
-            return None
-        return entry
 
     def drop(self, key: str) -> None:
         """Forget ``key`` (its training is over), releasing its weights."""
