@@ -9,44 +9,88 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from popmarl.agent import AgentInterface
-from popmarl.algorithm import Algorithm, BestResponseProblem, PolicySpace
-from popmarl.backend import Backend
-from popmarl.component import Component
-from popmarl.env import Env, ExactEnv, Step, VectorEnv
-from popmarl.errors import (
-    CheckpointError,
-    ConfigError,
-    PluginError,
-    PopmarlError,
-    ResumeError,
-    UnknownComponentError,
-    UserError,
-)
-from popmarl.hookspec import hookimpl
-from popmarl.policy import ExplicitPolicy, Policy
-from popmarl.records import (
-    EvalResult,
-    EvalTask,
-    Episode,
-    Observations,
-    Opponents,
-    PolicySpec,
-    RunInfo,
-    TrainBudget,
-    TrainResult,
-    TrainTask,
-)
 from popmarl.registry import KINDS, Registry
-from popmarl.rollout import RolloutWorker
-from popmarl.scenario import RunContext, Scenario
-from popmarl.solver import MetaSolver, SolverResult
-from popmarl.spaces import Box, Discrete
-from popmarl.tracker import Tracker
-from popmarl.trainer import Trainer
 
 if TYPE_CHECKING:
+    from popmarl.agent import AgentInterface
+    from popmarl.algorithm import Algorithm, BestResponseProblem, PolicySpace
+    from popmarl.backend import Backend
+    from popmarl.component import Component
+    from popmarl.env import Env, ExactEnv, Step, VectorEnv
+    from popmarl.errors import (
+        CheckpointError,
+        ConfigError,
+        PluginError,
+        PopmarlError,
+        ResumeError,
+        UnknownComponentError,
+        UserError,
+    )
+    from popmarl.hookspec import hookimpl
+    from popmarl.policy import ExplicitPolicy, Policy
+    from popmarl.records import (
+        EvalResult,
+        EvalTask,
+        Episode,
+        Observations,
+        Opponents,
+        PolicySpec,
+        RunInfo,
+        TrainBudget,
+        TrainResult,
+        TrainTask,
+    )
+    from popmarl.rollout import RolloutWorker
+    from popmarl.scenario import RunContext, Scenario
+    from popmarl.solver import MetaSolver, SolverResult
+    from popmarl.spaces import Box, Discrete
+    from popmarl.tracker import Tracker
+    from popmarl.trainer import Trainer
     from popmarl.config import RunConfig
+
+#: Where each re-exported name lives; imported on first access, so that ``import popmarl``
+#: (and listing the registries) loads neither numpy nor any component module.
+_EXPORTS: dict[str, str] = {
+    "AgentInterface": "popmarl.agent",
+    "Algorithm": "popmarl.algorithm",
+    "BestResponseProblem": "popmarl.algorithm",
+    "PolicySpace": "popmarl.algorithm",
+    "Backend": "popmarl.backend",
+    "Component": "popmarl.component",
+    "Env": "popmarl.env",
+    "ExactEnv": "popmarl.env",
+    "Step": "popmarl.env",
+    "VectorEnv": "popmarl.env",
+    "CheckpointError": "popmarl.errors",
+    "ConfigError": "popmarl.errors",
+    "PluginError": "popmarl.errors",
+    "PopmarlError": "popmarl.errors",
+    "ResumeError": "popmarl.errors",
+    "UnknownComponentError": "popmarl.errors",
+    "UserError": "popmarl.errors",
+    "hookimpl": "popmarl.hookspec",
+    "ExplicitPolicy": "popmarl.policy",
+    "Policy": "popmarl.policy",
+    "EvalResult": "popmarl.records",
+    "EvalTask": "popmarl.records",
+    "Episode": "popmarl.records",
+    "Observations": "popmarl.records",
+    "Opponents": "popmarl.records",
+    "PolicySpec": "popmarl.records",
+    "RunInfo": "popmarl.records",
+    "TrainBudget": "popmarl.records",
+    "TrainResult": "popmarl.records",
+    "TrainTask": "popmarl.records",
+    "RolloutWorker": "popmarl.rollout",
+    "RunContext": "popmarl.scenario",
+    "Scenario": "popmarl.scenario",
+    "MetaSolver": "popmarl.solver",
+    "SolverResult": "popmarl.solver",
+    "Box": "popmarl.spaces",
+    "Discrete": "popmarl.spaces",
+    "Tracker": "popmarl.tracker",
+    "Trainer": "popmarl.trainer",
+}
 
 __version__ = "0.1.0"
 
@@ -59,7 +103,7 @@ trackers: Registry
 
 
 def __getattr__(name: str) -> Any:
-    """Build the registries from the entry points the first time one is asked for."""
+    """Build the registries from the entry points, or import a re-exported name, on first use."""
     if name in KINDS:
         from importlib import metadata
 
@@ -68,7 +112,17 @@ def __getattr__(name: str) -> Any:
             if kind not in globals():
                 globals()[kind] = Registry.from_entry_points(kind, found)
         return globals()[name]
+    if name in _EXPORTS:
+        from importlib import import_module
+
+        value = getattr(import_module(_EXPORTS[name]), name)
+        globals()[name] = value
+        return value
     raise AttributeError(f"module 'popmarl' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS) | set(KINDS))
 
 
 def load_config(path: str, overrides: list[str] | tuple[str, ...] = ()) -> RunConfig:
