@@ -1,6 +1,7 @@
-"""Rollout throughput on Leduc poker, evaluate mode, one core, in one process.
+"""Rollout throughput, evaluate mode, one core, in one process: Leduc poker (OpenSpiel)
+and PettingZoo classic games.
 
-Rows (decisions per second, greedy masked play of a fresh 128×128 MLP per player):
+``--suite leduc`` (the first table) rows (decisions per second, greedy masked play of a fresh 128×128 MLP per player):
 
 * ``popmarl``: ``RolloutWorker`` over the ``openspiel`` env with ``dqn`` policies, 64 games;
 * ``hand-written``: the same work as a plain batched loop — pyspiel states, numpy
@@ -13,26 +14,27 @@ Ratios are against the hand-written loop measured in the same run. The headline 
 steps per CPU second of this process (other jobs on a shared machine barely move it);
 wall-clock rates are printed too.
 
-    python benchmarks/rollout.py [--steps 200000] [--num-envs 64] [--tianshou-steps 5000] [--repeats 3]
+``--suite pettingzoo`` (the second table) is ``benchmarks/rollout_pettingzoo.py``:
+popmarl against raw PettingZoo stepping and Tianshou's ``Collector`` on tic-tac-toe and
+connect four; options after ``--`` go to it. ``--suite all`` (the default) prints both.
+
+    python benchmarks/rollout.py [--suite leduc|pettingzoo|all] [--steps 200000] [--num-envs 64]
+        [--tianshou-steps 5000] [--repeats 3] [--no-tianshou] [-- PETTINGZOO OPTIONS]
 """
 
 from __future__ import annotations
 
 import argparse
 import random
-import time
 from collections.abc import Callable
 
 import numpy as np
 import torch
 
+import rollout_pettingzoo
+from rollout_pettingzoo import measure, random_collector
+
 GAME = "leduc_poker"
-
-
-def measure(run: Callable[[], int]) -> tuple[float, float]:
-    cpu, wall = time.process_time(), time.perf_counter()
-    steps = run()
-    return steps / (time.process_time() - cpu), steps / (time.perf_counter() - wall)
 
 
 def popmarl_rollout(steps: int, num_envs: int, hidden: list[int]) -> Callable[[], int]:
@@ -111,13 +113,9 @@ def hand_written(steps: int, num_envs: int, hidden: list[int]) -> Callable[[], i
 
 
 def tianshou_collector(steps: int, num_envs: int) -> Callable[[], int]:
-    import pyspiel
     from pettingzoo.utils import BaseWrapper
     from shimmy import OpenSpielCompatibilityV0
-    from tianshou.algorithm.multiagent.marl import MultiAgentPolicy
-    from tianshou.algorithm.random import MARLRandomDiscreteMaskedOffPolicyAlgorithm
-    from tianshou.data import Collector, VectorReplayBuffer
-    from tianshou.env import DummyVectorEnv, PettingZooEnv
+    from tianshou.env import PettingZooEnv
 
     class MaskInObservation(BaseWrapper):
         """Shimmy puts the action mask in ``infos``; Tianshou reads it only from the
@@ -129,31 +127,30 @@ def tianshou_collector(steps: int, num_envs: int) -> Callable[[], int]:
     def make() -> PettingZooEnv:
         return PettingZooEnv(MaskInObservation(OpenSpielCompatibilityV0(game_name=GAME)))
 
-    envs = DummyVectorEnv([make for _ in range(num_envs)])
-    probe = make()
-    policy = MultiAgentPolicy({
-        agent: MARLRandomDiscreteMaskedOffPolicyAlgorithm.Policy(probe.action_space) for agent in probe.agents
-    })
-    n_step = -(-steps // num_envs) * num_envs
-    collector = Collector(policy, envs, VectorReplayBuffer(n_step * 2, num_envs))
-
-    def run() -> int:
-        collector.reset()
-        return int(collector.collect(n_step=n_step).n_collected_steps)
-
-    return run
+    return random_collector(make, steps, num_envs)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--suite", choices=("leduc", "pettingzoo", "all"), default="all")
     parser.add_argument("--steps", type=int, default=200_000)
     parser.add_argument("--num-envs", type=int, default=64)
     parser.add_argument("--hidden", default="128,128")
     parser.add_argument("--tianshou-steps", type=int, default=5_000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--no-tianshou", action="store_true")
+    parser.add_argument("pettingzoo_options", nargs="*", help="after --: options of rollout_pettingzoo.py")
     args = parser.parse_args()
     torch.set_num_threads(1)
+    if args.suite != "pettingzoo":
+        leduc(args)
+    if args.suite != "leduc":
+        print()
+        extra = ["--no-tianshou"] if args.no_tianshou else []
+        rollout_pettingzoo.main([*extra, *args.pettingzoo_options])
+
+
+def leduc(args: argparse.Namespace) -> None:
     hidden = [int(h) for h in args.hidden.split(",")]
     methods = [("hand-written loop", hand_written(args.steps, args.num_envs, hidden)),
                ("popmarl RolloutWorker", popmarl_rollout(args.steps, args.num_envs, hidden))]

@@ -123,14 +123,22 @@ def popmarl_vector(game: str, steps: int, num_envs: int) -> Callable[[], int]:
 
 
 def tianshou_collector(game: str, steps: int, num_envs: int) -> Callable[[], int]:
+    from tianshou.env import PettingZooEnv
+
+    module = env_module(game)
+    return random_collector(lambda: PettingZooEnv(module.env()), steps, num_envs)
+
+
+def random_collector(make: Callable[[], Any], steps: int, num_envs: int) -> Callable[[], int]:
+    """Tianshou's ``Collector`` over ``DummyVectorEnv`` of ``num_envs`` Tianshou
+    ``PettingZooEnv``s from ``make``, with masked uniformly random policies."""
     from tianshou.algorithm.multiagent.marl import MultiAgentPolicy
     from tianshou.algorithm.random import MARLRandomDiscreteMaskedOffPolicyAlgorithm
     from tianshou.data import Collector, VectorReplayBuffer
-    from tianshou.env import DummyVectorEnv, PettingZooEnv
+    from tianshou.env import DummyVectorEnv
 
-    module = env_module(game)
-    envs = DummyVectorEnv([lambda: PettingZooEnv(module.env()) for _ in range(num_envs)])
-    probe = PettingZooEnv(module.env())
+    envs = DummyVectorEnv([make for _ in range(num_envs)])
+    probe = make()
     policy = MultiAgentPolicy({
         agent: MARLRandomDiscreteMaskedOffPolicyAlgorithm.Policy(probe.action_space) for agent in probe.agents
     })
@@ -144,7 +152,7 @@ def tianshou_collector(game: str, steps: int, num_envs: int) -> Callable[[], int
     return run
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=20_000, help="agent moves per measurement")
     parser.add_argument("--tianshou-steps", type=int, default=4_000, help="agent moves per Tianshou measurement")
@@ -152,7 +160,7 @@ def main() -> None:
     parser.add_argument("--num-envs", type=int, nargs="+", default=[1, 16, 64])
     parser.add_argument("--games", nargs="+", default=list(GAMES))
     parser.add_argument("--no-tianshou", action="store_true", help="skip the Tianshou Collector rows")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     logging.getLogger("tianshou").setLevel(logging.ERROR)  # per-collect stats chatter
 
     methods: list[tuple[str, str, str, Callable[[], int]]] = []

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from popmarl.algorithm import Algorithm, BestResponseProblem, PolicySpace
     from popmarl.backend import Backend
     from popmarl.component import Component
+    from popmarl.config import RunConfig
     from popmarl.env import Env, ExactEnv, Step, VectorEnv
     from popmarl.errors import (
         CheckpointError,
@@ -29,9 +30,9 @@ if TYPE_CHECKING:
     from popmarl.hookspec import hookimpl
     from popmarl.policy import ExplicitPolicy, Policy
     from popmarl.records import (
+        Episode,
         EvalResult,
         EvalTask,
-        Episode,
         Observations,
         Opponents,
         PolicySpec,
@@ -46,7 +47,6 @@ if TYPE_CHECKING:
     from popmarl.spaces import Box, Discrete
     from popmarl.tracker import Tracker
     from popmarl.trainer import Trainer
-    from popmarl.config import RunConfig
 
 #: Where each re-exported name lives; imported on first access, so that ``import popmarl``
 #: (and listing the registries) loads neither numpy nor any component module.

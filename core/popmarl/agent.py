@@ -82,6 +82,7 @@ class AgentInterface:
                 learner=actor, learner_agents=self.space.agents, opponents=pools, max_episodes=chunk,
                 max_steps=None if budget.max_env_steps is None else budget.max_env_steps - env_steps,
                 seed=task.seed + 7919 * (updates + 1), self_play=budget.self_play,
+                opponent_epsilon=budget.opponent_epsilon,
             )
             env_steps += steps
             episodes += len(collected)

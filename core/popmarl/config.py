@@ -66,6 +66,7 @@ class TrainingConfig:
     target_win_rate: float | None = attrs.field(default=None, validator=_optional(attrs.validators.and_(ge0, attrs.validators.le(1))))
     keep: Literal["last", "best"] = "last"
     self_play: float = attrs.field(default=0.0, validator=attrs.validators.and_(ge0, attrs.validators.le(1)))
+    opponent_epsilon: float = attrs.field(default=0.0, validator=attrs.validators.and_(ge0, attrs.validators.le(1)))
 
     def __attrs_post_init__(self) -> None:
         if self.max_env_steps is None and self.max_episodes is None and self.max_wall_time_s is None:

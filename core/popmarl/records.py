@@ -75,6 +75,9 @@ class TrainBudget:
     ``target_win_rate``) over the last ``window`` episodes reaching its target. ``keep``:
     the ``last`` weights, or the ``best`` by windowed mean return at an update.
     ``self_play``: the share of episodes played against the learner itself.
+    ``opponent_epsilon``: the probability that an opponent's decision is replaced by a
+    uniformly random legal action, so that a learner facing deterministic policies still
+    meets the positions other play leads to.
     """
 
     max_env_steps: int | None = None
@@ -86,6 +89,7 @@ class TrainBudget:
     target_win_rate: float | None = None
     keep: str = "last"
     self_play: float = 0.0
+    opponent_epsilon: float = 0.0
 
 
 @attrs.frozen(kw_only=True)

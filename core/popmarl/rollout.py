@@ -16,7 +16,7 @@ import attrs
 import numpy as np
 
 from popmarl.env import Env, Step
-from popmarl.policy import Policy
+from popmarl.policy import Policy, masked_uniform, sample_rows
 from popmarl.records import Episode, Observations
 from popmarl.spaces import Box, Space
 
@@ -154,11 +154,14 @@ class RolloutWorker:
         max_steps: int | None,
         seed: int,
         self_play: float = 0.0,
+        opponent_epsilon: float = 0.0,
     ) -> tuple[list[Episode], int]:
         """Play ``learner`` in one of ``learner_agents`` per episode (chosen uniformly, so
         a shared policy plays every seat) against opponents drawn from their mixtures
-        once per episode (with probability ``self_play``, against itself); return the
-        learner's finished episodes and the env steps taken."""
+        once per episode (with probability ``self_play``, against itself; each opponent
+        decision replaced by a uniformly random legal action with probability
+        ``opponent_epsilon``); return the learner's finished episodes and the env steps
+        taken."""
         rng = np.random.default_rng(seed)
         started = 0
 
@@ -178,14 +181,16 @@ class RolloutWorker:
                     profile[agent] = pool[int(rng.choice(len(pool), p=mixture))]
             return profile, None
 
-        result = self.run(sample, seed=seed, explore=True, learners=(learner,))
+        result = self.run(sample, seed=seed, explore=True, learners=(learner,), opponent_epsilon=opponent_epsilon)
         return result.episodes[0], result.env_steps
 
     def run(
-        self, sample: Sampler, *, seed: int, explore: bool, learners: Sequence[Policy] = ()
+        self, sample: Sampler, *, seed: int, explore: bool, learners: Sequence[Policy] = (),
+        opponent_epsilon: float = 0.0,
     ) -> Rollouts:
         """Play episodes until ``sample`` returns None for every free slot. Policies in
-        ``learners`` act with ``explore`` and their trajectories are kept."""
+        ``learners`` act with ``explore`` and their trajectories are kept; the others'
+        decisions are uniformly random with probability ``opponent_epsilon``."""
         # Streams independent of each other and of a caller's default_rng(seed) (explore
         # draws opponents from one): shared streams correlate opponents, actions and chance.
         act_seed, env_seed = (int(s.generate_state(1)[0]) for s in np.random.SeedSequence(seed).spawn(2))
@@ -218,7 +223,8 @@ class RolloutWorker:
                     codes = table.code[agent][env_ids]
                     steps += int(np.count_nonzero(codes != IDLE))
                     actions[agent] = self._act(table, codes, batch, explore, rng, learner_codes,
-                                               recorders.get(agent), env_ids, self.action_spaces[agent])
+                                               recorders.get(agent), env_ids, self.action_spaces[agent],
+                                               opponent_epsilon)
                 step = vec.step(actions)
                 for agent, rec in recorders.items():
                     column = step.rewards[:, agent_index[agent]]
@@ -262,6 +268,7 @@ class RolloutWorker:
         recorder: _Recorder | None,
         env_ids: np.ndarray,
         space: Space,
+        opponent_epsilon: float,
     ) -> np.ndarray:
         """One batched ``act`` per distinct policy among the rows; idle games take any
         legal action (their results are ignored)."""
@@ -280,6 +287,8 @@ class RolloutWorker:
                 chosen = np.asarray(table.policies[code].act(sub, explore=explore and is_learner, rng=rng))
                 if is_learner and recorder is not None:
                     recorder.decide(env_ids if rows is None else env_ids[rows], sub, chosen)
+                elif not is_learner and opponent_epsilon > 0:
+                    chosen = _perturb(chosen, sub, space, opponent_epsilon, rng)
             if rows is None:
                 return chosen
             if actions is None:
@@ -296,6 +305,23 @@ def _take(batch: Observations, rows: np.ndarray) -> Observations:
         keys=None if batch.keys is None else tuple(batch.keys[r] for r in rows),
         agent=batch.agent,
     )
+
+
+def _perturb(
+    chosen: np.ndarray, batch: Observations, space: Space, epsilon: float, rng: np.random.Generator
+) -> np.ndarray:
+    """``chosen`` with each row replaced, with probability ``epsilon``, by a uniformly
+    random legal action."""
+    rows = np.flatnonzero(rng.random(len(chosen)) < epsilon)
+    if not len(rows):
+        return chosen
+    chosen = chosen.copy()
+    if isinstance(space, Box):
+        chosen[rows] = space.sample(rng, n=len(rows))
+    else:
+        mask = None if batch.mask is None else np.asarray(batch.mask)[rows]
+        chosen[rows] = sample_rows(masked_uniform(mask, len(rows), space.n), rng)
+    return chosen
 
 
 def _any_legal(batch: Observations, space: Space) -> np.ndarray:

@@ -151,6 +151,22 @@ def test_rollouts_of_mixed_policies_estimate_the_exact_payoffs() -> None:
     np.testing.assert_array_equal(again, values)  # deterministic in its seed
 
 
+@pytest.mark.parametrize("epsilon", [0.0, 0.3, 1.0])
+def test_opponent_epsilon_randomises_only_the_opponents_decisions(epsilon: float) -> None:
+    """In rock-paper-scissors, a rock-only learner against a rock-only opponent draws
+    unless the opponent's move was replaced by a uniform one (probability epsilon, then
+    paper or scissors with 2/3): the learner wins or loses each with probability epsilon/3."""
+    env = MatrixEnv(game="rps")
+    learner, opponent = _mixed([1, 0, 0]), _mixed([1, 0, 0])
+    episodes, _ = RolloutWorker(env=env, num_envs=64).explore(
+        learner=learner, learner_agents=("player_0",), opponents={"player_1": ([opponent], np.ones(1))},
+        max_episodes=6000, max_steps=None, seed=3, opponent_epsilon=epsilon)
+    returns = np.array([e.episode_return for e in episodes])
+    assert len(returns) == 6000
+    assert all((e.actions == 0).all() for e in episodes)  # the learner's own moves are untouched
+    np.testing.assert_allclose([np.mean(returns == 1), np.mean(returns == -1)], [epsilon / 3] * 2, atol=0.02)
+
+
 def test_a_run_reports_the_true_nash_conv_of_its_meta_strategy(run_inprocess, tmp_path: Path) -> None:
     """The summary's nash_conv is the NashConv, in the real game, of the meta-strategy mixed
     over the saved policies, recomputed here by enumeration."""

@@ -154,7 +154,8 @@ class PSRO(IterativeScenario):
                              max_wall_time_s=training.max_wall_time_s,
                              episodes_per_update=training.episodes_per_update, window=training.window,
                              target_return=training.target_return, target_win_rate=training.target_win_rate,
-                             keep=training.keep, self_play=training.self_play)
+                             keep=training.keep, self_play=training.self_play,
+                             opponent_epsilon=training.opponent_epsilon)
         opponents = tuple(
             Opponents(agent=agent, population=ctx.mapping.population_of[agent],
                       policy_ids=tuple(state.policies[ctx.mapping.population_of[agent]]), mixture=state.meta[k])

@@ -116,7 +116,7 @@ class RolloutWorkerActor(_Actor):
             pools[seat.agent] = ([self.executor.policy(pid) for pid, _ in support], probs / probs.sum())
         played, steps = self.executor.train_rollout.explore(
             learner=policy, learner_agents=space.agents, opponents=pools, max_episodes=episodes, max_steps=None,
-            seed=seed, self_play=task.budget.self_play,
+            seed=seed, self_play=task.budget.self_play, opponent_epsilon=task.budget.opponent_epsilon,
         )
         accepted = bool(ray.get(self.data.put.remote(key, version, played, steps)))
         return ExploreReport(env_steps=steps, episodes=len(played), version=version, accepted=accepted)
