@@ -57,7 +57,8 @@ def test_psro_dqn_tictactoe_beats_random(write_config: WriteConfig, tmp_path: Pa
                                              "target_update_freq": 100}},
         solver={"name": "latest"},
         stopping={"max_iterations": 1},
-        training={"max_env_steps": 8000, "episodes_per_update": 32, "num_envs": 32, "self_play": 0.5},
+        training={"max_env_steps": 8000, "episodes_per_update": 32, "num_envs": 32, "self_play": 0.5,
+                  "opponent_epsilon": 0.5},
         evaluation={"episodes_per_entry": 100, "num_envs": 64},
     )
     assert summary["status"] == "completed" and summary["iterations"] == 1
