@@ -1,7 +1,8 @@
 """Rollout throughput, evaluate mode, one core, in one process: Leduc poker (OpenSpiel)
 and PettingZoo classic games.
 
-``--suite leduc`` (the first table) rows (decisions per second, greedy masked play of a fresh 128×128 MLP per player):
+``--suite leduc`` (the first table) rows, decisions per second of greedy masked play of
+a fresh 128×128 MLP per player:
 
 * ``popmarl``: ``RolloutWorker`` over the ``openspiel`` env with ``dqn`` policies, 64 games;
 * ``hand-written``: the same work as a plain batched loop — pyspiel states, numpy

@@ -21,6 +21,7 @@ from popmarl.structure import structure, structure_attrs, unstructure
 ge0 = attrs.validators.ge(0)
 gt0 = attrs.validators.gt(0)
 ge1 = attrs.validators.ge(1)
+probability = attrs.validators.and_(ge0, attrs.validators.le(1))
 
 
 def _optional(validator: Any) -> Any:
@@ -63,10 +64,10 @@ class TrainingConfig:
     num_envs: int = attrs.field(default=32, validator=ge1)
     window: int = attrs.field(default=100, validator=ge1)
     target_return: float | None = None
-    target_win_rate: float | None = attrs.field(default=None, validator=_optional(attrs.validators.and_(ge0, attrs.validators.le(1))))
+    target_win_rate: float | None = attrs.field(default=None, validator=_optional(probability))
     keep: Literal["last", "best"] = "last"
-    self_play: float = attrs.field(default=0.0, validator=attrs.validators.and_(ge0, attrs.validators.le(1)))
-    opponent_epsilon: float = attrs.field(default=0.0, validator=attrs.validators.and_(ge0, attrs.validators.le(1)))
+    self_play: float = attrs.field(default=0.0, validator=probability)
+    opponent_epsilon: float = attrs.field(default=0.0, validator=probability)
 
     def __attrs_post_init__(self) -> None:
         if self.max_env_steps is None and self.max_episodes is None and self.max_wall_time_s is None:

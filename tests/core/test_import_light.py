@@ -65,3 +65,12 @@ print(json.dumps({"status": status, "heavy": heavy, "builtin": builtin, "lines":
     assert report["heavy"] == []
     assert report["builtin"] == [], "listing imported component modules"
     assert report["lines"] > 9
+
+
+def test_every_public_name_resolves() -> None:
+    """Re-exports load on first use: each name in ``__all__`` must still be found."""
+    import popmarl
+
+    missing = [name for name in popmarl.__all__ if not hasattr(popmarl, name)]
+    assert missing == []
+    assert popmarl.Policy.__module__ == "popmarl.policy" and popmarl.UserError.__module__ == "popmarl.errors"
