@@ -3,7 +3,8 @@
 Prints one table: for each task, our solver's time and regret (NashConv of the answer on
 the game), then each baseline's, with ``ratio`` = baseline time / our time (> 1: ours is
 faster) measured in this same process. Baselines that are not installed are listed as
-such. Run: ``python benchmarks/solvers.py`` (about two minutes).
+such; a baseline still running after its time limit is stopped and shown as a timeout.
+Run: ``python benchmarks/solvers.py`` (about five minutes).
 """
 
 from __future__ import annotations
@@ -74,18 +75,20 @@ def timed(fn: Callable[[], Any], budget_s: float = 1.0) -> tuple[float, Any]:
 #: A baseline call taking longer is stopped and reported as a timeout (nashpy's
 #: Lemke–Howson can cycle forever on ordinary random games).
 BASELINE_TIMEOUT_S = 10.0
+#: OpenSpiel's α-Rank builds its chains in Python loops: seconds to minutes.
+ALPHARANK_TIMEOUT_S = 60.0
 
 
 def _child(fn: Callable[[], Any], conn: Any) -> None:
     conn.send(timed(fn))
 
 
-def timed_with_timeout(fn: Callable[[], Any]) -> tuple[float, Any]:
-    """:func:`timed` in a forked child, killed after ``BASELINE_TIMEOUT_S``."""
+def timed_with_timeout(fn: Callable[[], Any], timeout_s: float) -> tuple[float, Any]:
+    """:func:`timed` in a forked child, killed after ``timeout_s``."""
     parent, child = multiprocessing.get_context("fork").Pipe(duplex=False)
     proc = multiprocessing.get_context("fork").Process(target=_child, args=(fn, child))
     proc.start()
-    ready = parent.poll(BASELINE_TIMEOUT_S)
+    ready = parent.poll(timeout_s)
     result = parent.recv() if ready else None
     if not ready:
         proc.kill()
@@ -108,6 +111,7 @@ def compare(
     payoffs: np.ndarray,
     ours: Callable[[], Sequence[np.ndarray]],
     baselines: dict[str, Callable[[], Sequence[np.ndarray] | None] | str],
+    timeout_s: float = BASELINE_TIMEOUT_S,
 ) -> None:
     """Time ``ours`` and every baseline on ``payoffs``; a str baseline is a skip reason."""
     our_time, our_answer = timed(ours)
@@ -119,9 +123,9 @@ def compare(
             ROWS.append((task, name, "         -", "        -", fn))
             continue
         try:
-            t, answer = timed_with_timeout(fn)
+            t, answer = timed_with_timeout(fn, timeout_s)
         except TimeoutError:
-            ROWS.append((task, name, f"> {BASELINE_TIMEOUT_S * 1e3:8.0f}", "  timeout", "-"))
+            ROWS.append((task, name, f"> {timeout_s * 1e3:8.0f}", "  timeout", "> " + f"{timeout_s / our_time:.0f}"))
             continue
         except Exception as exc:  # a baseline that crashes is a result too
             ROWS.append((task, name, "         -", "        -", f"error: {type(exc).__name__}"))
@@ -132,6 +136,10 @@ def compare(
 
 def _nashpy_lh(payoffs: np.ndarray) -> Sequence[np.ndarray] | None:
     return nashpy.Game(payoffs[0], payoffs[1]).lemke_howson(initial_dropped_label=0)
+
+
+def _nashpy_lp(payoffs: np.ndarray) -> Sequence[np.ndarray] | None:
+    return nashpy.Game(payoffs[0], payoffs[1]).linear_program()
 
 
 def _nashpy_support(payoffs: np.ndarray) -> Sequence[np.ndarray] | None:
@@ -156,6 +164,7 @@ def nash_baselines(payoffs: np.ndarray, zero_sum: bool) -> dict[str, Any]:
         baselines["openspiel psro_v2 nash"] = no_spiel or (
             lambda: meta_strategies.nash_strategy(_MetaGameHolder(payoffs))
         )
+        baselines["nashpy linear_program"] = no_nashpy or (lambda: _nashpy_lp(payoffs))
     else:
         baselines["openspiel psro_v2 nash"] = "zero-sum only"
     baselines["nashpy lemke_howson"] = no_nashpy or (lambda: _nashpy_lh(payoffs))
@@ -165,7 +174,7 @@ def nash_baselines(payoffs: np.ndarray, zero_sum: bool) -> dict[str, Any]:
 
 
 def zero_sum_tasks(rng: np.random.Generator) -> None:
-    for n in (6, 50, 100, 200):
+    for n in (10, 50, 100, 200):
         a = rng.uniform(-1, 1, (n, n))
         payoffs = np.stack([a, -a])
         compare(
@@ -253,26 +262,27 @@ def alpharank_tasks(rng: np.random.Generator) -> None:
             or (lambda: 2 * [os_alpharank.sweep_pi_vs_epsilon([a])]),
         },
     )
-    for n in (10, 20):
+    for n in (10, 20, 30, 50):
         payoffs = rng.uniform(-1, 1, (2, n, n))
+        for label, ours, theirs, sweep in (
+            ("alpha=1", AlphaRank(alpha=1.0, symmetric=False), "openspiel alpharank.compute", False),
+            ("eps sweep", AlphaRank(sweep="epsilon", symmetric=False), "openspiel sweep_pi_vs_epsilon", True),
+        ):
+            compare(
+                f"alpharank 2-pop {n}x{n}, {label}",
+                payoffs,
+                partial(ours.solve, payoffs),
+                {theirs: _missing(pyspiel, "open_spiel") or partial(_openspiel_alpharank, payoffs, sweep)},
+                timeout_s=ALPHARANK_TIMEOUT_S,
+            )
 
-        def openspiel_marginals(payoffs: np.ndarray = payoffs) -> list[np.ndarray]:
-            joint = os_alpharank.compute(list(payoffs), alpha=1.0)[2].reshape(payoffs.shape[1:])
-            return [joint.sum(axis=1), joint.sum(axis=0)]
 
-        compare(
-            f"alpharank 2-pop {n}x{n}, alpha=1",
-            payoffs,
-            lambda payoffs=payoffs: AlphaRank(alpha=1.0, symmetric=False).solve(payoffs),
-            {"openspiel alpharank.compute": _missing(pyspiel, "open_spiel") or openspiel_marginals},
-        )
-    payoffs = rng.uniform(-1, 1, (2, 50, 50))
-    compare(
-        "alpharank 2-pop 50x50, alpha=1",
-        payoffs,
-        lambda: AlphaRank(alpha=1.0, symmetric=False).solve(payoffs),
-        {"openspiel alpharank.compute": "skipped: minutes (python loops + 2500x2500 eig)"},
-    )
+def _openspiel_alpharank(payoffs: np.ndarray, sweep: bool) -> list[np.ndarray]:
+    """Marginals of OpenSpiel's multi-population α-Rank (α = 1, or its ε sweep)."""
+    tables = list(payoffs)
+    joint = os_alpharank.sweep_pi_vs_epsilon(tables) if sweep else os_alpharank.compute(tables, alpha=1.0)[2]
+    joint = np.asarray(joint).reshape(payoffs.shape[1:])
+    return [joint.sum(axis=1), joint.sum(axis=0)]
 
 
 def main() -> None:

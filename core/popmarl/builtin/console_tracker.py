@@ -33,6 +33,11 @@ def _fmt(value: Any, spec: str = ".6f") -> str:
     return "–" if value is None else format(value, spec)
 
 
+def _fmt_nash_conv(value: float | None) -> str:
+    """Six decimals, or scientific notation below 1e-4 (an exact equilibrium's 1e-12)."""
+    return _fmt(value, ".2e" if value is not None and 0 < abs(value) < 1e-4 else ".6f")
+
+
 class ConsoleTracker(Tracker):
     """Shows progress as the run goes, then the final summary."""
 
@@ -68,7 +73,7 @@ class ConsoleTracker(Tracker):
         of = f"/{self._max}" if self._max else ""
         # Exact oracles and exact evaluation take no env steps: no rate to show.
         rate = _fmt(m.get("steps_per_s"), ",.0f") if m.get("iteration_env_steps") else "exact"
-        return [f"{m['iteration']}{of}", sizes, _fmt(m.get("nash_conv")), rate,
+        return [f"{m['iteration']}{of}", sizes, _fmt_nash_conv(m.get("nash_conv")), rate,
                 f"{time.monotonic() - self._start:.1f}s"]
 
     @hookimpl
@@ -87,6 +92,6 @@ class ConsoleTracker(Tracker):
             self._live = None
         self.console.print(
             f"popmarl: {summary.get('status')} after {summary.get('iterations')} iterations; "
-            f"nash_conv {_fmt(summary.get('nash_conv'))}; env steps {summary.get('env_steps')}; "
+            f"nash_conv {_fmt_nash_conv(summary.get('nash_conv'))}; env steps {summary.get('env_steps')}; "
             f"{summary.get('wall_time_s', 0):.1f}s; summary in {run.run_dir}/summary.json"
         )
