@@ -46,7 +46,14 @@ class Algorithm(Component):
 
     @abstractmethod
     def make_policy(self, *, space: PolicySpace, seed: int) -> Policy:
-        """A fresh policy (also the population's initial policy), deterministic in ``seed``."""
+        """A fresh policy, deterministic in ``seed``; also what rebuilds a frozen policy
+        from its weights (``make_policy(...).set_weights(weights)``)."""
+
+    def initial_policy(self, *, space: PolicySpace, seed: int) -> Policy:
+        """PSRO's first policy of the population (iteration 0): :meth:`make_policy` by
+        default. Learners return one that plays uniformly at random, as OpenSpiel's PSRO
+        starts, rather than an untrained network's arbitrary (for DQN: deterministic) play."""
+        return self.make_policy(space=space, seed=seed)
 
     def best_response(self, problem: BestResponseProblem) -> Policy | None:
         """An exact oracle's answer; ``None`` (the default) means: train with a Trainer."""

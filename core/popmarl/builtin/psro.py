@@ -58,7 +58,7 @@ class PSRO(IterativeScenario):
         policies: dict[str, list[str]] = {}
         for k, population in enumerate(ctx.mapping.populations):
             space = ctx.spaces[population]
-            policy = ctx.algorithm.make_policy(space=space, seed=derive_seed(ctx.config.seed, 0, k))
+            policy = ctx.algorithm.initial_policy(space=space, seed=derive_seed(ctx.config.seed, 0, k))
             pid = policy_id(population, 0)
             self._add(pid, policy.get_weights())
             policies[population] = [pid]

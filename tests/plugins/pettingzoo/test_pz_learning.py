@@ -5,7 +5,8 @@ benchmarks/pettingzoo_learning.py and the examples it runs).
 - PSRO with ``dqn`` on tic-tac-toe: the final meta-strategy, played against a uniformly
   random opponent in each seat, wins far more and loses far less than a random player
   does in that seat (measured the same way, same episodes). At CI size (one iteration)
-  the meta-solver is ``latest``: a Nash of the 2x2 table may keep an untrained policy.
+  the meta-solver is ``latest``: a Nash of the 2x2 table may keep the initial (uniform
+  random) policy.
 - ``marl`` with ``ppo`` parameter sharing on MPE simple_spread: the trained shared policy's
   mean episode return is well above the initial policy's.
 """

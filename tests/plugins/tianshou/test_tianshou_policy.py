@@ -93,6 +93,41 @@ def test_box_actions_are_gaussian_and_clipped(name):
 
 
 @pytest.mark.parametrize("name", ALGORITHMS)
+def test_the_initial_policy_is_uniform_over_the_legal_actions_and_stays_so_through_its_weights(name):
+    algo = algorithm(name)
+    initial = algo.initial_policy(space=DISCRETE, seed=0)
+    batch = masked_batch(rows=600)
+    uniform = batch.mask / batch.mask.sum(axis=1, keepdims=True)
+    assert np.allclose(initial.probabilities(batch), uniform)
+    all_legal = Observations(obs=np.zeros((6000, 3, 2), np.float32), mask=np.ones((6000, 6), bool))
+    rng = np.random.default_rng(0)
+    for explore in (True, False):
+        actions = initial.act(batch, explore=explore, rng=rng)
+        assert batch.mask[np.arange(len(batch)), actions].all()
+        counts = np.bincount(initial.act(all_legal, explore=explore, rng=rng), minlength=6)
+        assert np.all(np.abs(counts - 1000) < 150), counts  # 5 sigma of a uniform draw
+    # Frozen policies travel as weights: rebuilt from them it is still uniform, and a
+    # learner's weights loaded into the same object make it play its network again.
+    fresh = algo.make_policy(space=DISCRETE, seed=0)
+    assert not np.allclose(fresh.probabilities(batch), uniform)
+    rebuilt = algo.make_policy(space=DISCRETE, seed=3)
+    rebuilt.set_weights(initial.get_weights())
+    assert np.allclose(rebuilt.probabilities(batch), uniform)
+    rebuilt.set_weights(fresh.get_weights())
+    assert np.array_equal(rebuilt.probabilities(batch), fresh.probabilities(batch))
+
+
+@pytest.mark.parametrize("name", ACTOR_CRITIC)
+def test_the_initial_box_policy_is_uniform_in_the_box(name):
+    initial = algorithm(name).initial_policy(space=BOX_SPACE, seed=0)
+    actions = initial.act(Observations(obs=np.zeros((4000, 4), np.float32)), explore=False,
+                          rng=np.random.default_rng(0))
+    assert actions.shape == (4000, 1) and actions.dtype == np.float32
+    assert actions.min() >= -1.0 and actions.max() <= 1.0
+    assert np.histogram(actions, bins=4, range=(-1.0, 1.0))[0].min() > 900  # ~1000 per quarter
+
+
+@pytest.mark.parametrize("name", ALGORITHMS)
 def test_weights_round_trip_as_plain_array_copies(name):
     algo = algorithm(name, hidden=[16, 8])
     a, b = algo.make_policy(space=DISCRETE, seed=0), algo.make_policy(space=DISCRETE, seed=1)

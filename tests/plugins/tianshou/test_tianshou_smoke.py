@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from tianshou_helpers import ACTOR_CRITIC, ALGORITHMS, metrics, requires_nash, requires_openspiel, run_psro
 
+from popmarl.rundir import RunDirectory
 
 
 def _check_run(summary, run_dir: Path, iterations: int) -> None:
@@ -49,6 +50,10 @@ def test_psro_on_kuhn_poker(tmp_path: Path, name):
     assert 0.0 <= summary["nash_conv"] <= 3.0
     policy = json.loads((run_dir / "final_policy.json").read_text())
     assert policy  # the aggregated tabular policy over Kuhn's information states
+    stored = RunDirectory(run_dir)
+    for population in ("player_0", "player_1"):  # PSRO starts from the uniform policy, as OpenSpiel's does
+        assert stored.load_policy(f"{population}/0")["initial.uniform"]
+        assert not stored.load_policy(f"{population}/1")["initial.uniform"]
 
 
 @pytest.mark.parametrize("name", ACTOR_CRITIC)

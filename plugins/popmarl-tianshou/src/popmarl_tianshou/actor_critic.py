@@ -27,7 +27,7 @@ from popmarl.trainer import Trainer
 
 from popmarl_tianshou.batching import gym_space, numpy_random, numpy_random_state, to_buffer, transitions
 from popmarl_tianshou.nets import CategoricalActor, GaussianActor, ValueCritic, action_dim, feature_dim, seeded
-from popmarl_tianshou.policy import CategoricalPolicy, GaussianPolicy, set_torch_threads
+from popmarl_tianshou.policy import CategoricalPolicy, GaussianPolicy, set_torch_threads, uniform_initial
 
 ge0 = attrs.validators.ge(0)
 ge1 = attrs.validators.ge(1)
@@ -83,6 +83,9 @@ class ActorCriticAlgorithm(Algorithm):
                 return CategoricalPolicy(space=space, actor=CategoricalActor(obs_dim, out, c.hidden))
             actor = GaussianActor(obs_dim, out, c.hidden, c.log_std_init)
         return GaussianPolicy(space=space, actor=actor, deterministic_eval=c.deterministic_eval)
+
+    def initial_policy(self, *, space: PolicySpace, seed: int) -> ActorPolicy:
+        return uniform_initial(self.make_policy(space=space, seed=seed))
 
     def make_trainer(self, *, policy: Policy, space: PolicySpace, seed: int) -> OnPolicyTrainer:
         if not isinstance(policy, CategoricalPolicy | GaussianPolicy):

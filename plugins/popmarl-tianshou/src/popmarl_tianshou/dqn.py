@@ -30,7 +30,7 @@ from popmarl.trainer import Trainer
 
 from popmarl_tianshou.batching import append, gym_space, numpy_random, numpy_random_state, transitions
 from popmarl_tianshou.nets import QNet, feature_dim, seeded
-from popmarl_tianshou.policy import QPolicy, set_torch_threads
+from popmarl_tianshou.policy import QPolicy, set_torch_threads, uniform_initial
 
 _ge0 = attrs.validators.ge(0)
 _ge1 = attrs.validators.ge(1)
@@ -155,6 +155,9 @@ class DQN(Algorithm):
         with seeded(seed):
             qnet = QNet(feature_dim(space.observation_space), n_actions, self.config.hidden)
         return QPolicy(space=space, qnet=qnet)
+
+    def initial_policy(self, *, space: PolicySpace, seed: int) -> QPolicy:
+        return uniform_initial(self.make_policy(space=space, seed=seed))
 
     def make_trainer(self, *, policy: Policy, space: PolicySpace, seed: int) -> DQNTrainer:
         if not isinstance(policy, QPolicy):

@@ -4,12 +4,16 @@ One forward per ``act`` call, under ``torch.no_grad``, numpy in and out; illegal
 get logit (or Q-value) -inf and are never chosen. Weights are the modules' state dicts
 as ``{"<module>.<parameter>": ndarray}`` copies (plus exploration state such as DQN's
 epsilon), so frozen policies are plain ``.npz`` files and the actor copy of a learner
-picks up the current exploration rate along with the parameters.
+picks up the current exploration rate along with the parameters. A policy marked
+``uniform`` (PSRO's initial policy, see :func:`uniform_initial`) ignores its network and
+plays uniformly at random over the legal actions (or the Box); the mark travels with the
+weights as ``initial.uniform``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TypeVar
 
 import numpy as np
 import torch
@@ -30,12 +34,17 @@ def set_torch_threads(threads: int) -> None:
         torch.set_num_threads(threads)
 
 
+#: The weights entry that marks a policy as uniformly random.
+UNIFORM_KEY = "initial.uniform"
+
+
 class TorchPolicy(Policy):
     """A policy whose parameters are named torch modules."""
 
     def __init__(self, *, space: PolicySpace, modules: Mapping[str, nn.Module]) -> None:
         self.space = space
         self.modules = dict(modules)
+        self.uniform = False
 
     def features(self, batch: Observations) -> torch.Tensor:
         """The batch's observations as a ``[B, D]`` float tensor."""
@@ -55,6 +64,7 @@ class TorchPolicy(Policy):
             for key, value in module.state_dict().items()
         }
         weights.update(self.extra_weights())
+        weights[UNIFORM_KEY] = np.array(self.uniform)
         return weights
 
     def set_weights(self, weights: Weights) -> None:
@@ -63,6 +73,16 @@ class TorchPolicy(Policy):
             state = {k[len(prefix):]: torch.as_tensor(np.asarray(v)) for k, v in weights.items() if k.startswith(prefix)}
             module.load_state_dict(state)
         self.load_extra_weights(weights)
+        self.uniform = bool(weights.get(UNIFORM_KEY, False))
+
+
+TorchPolicyT = TypeVar("TorchPolicyT", bound=TorchPolicy)
+
+
+def uniform_initial(policy: TorchPolicyT) -> TorchPolicyT:
+    """``policy``, marked to play uniformly at random: PSRO's initial policy."""
+    policy.uniform = True
+    return policy
 
 
 def _legal(batch: Observations, n_actions: int) -> np.ndarray:
@@ -88,9 +108,13 @@ class QPolicy(TorchPolicy, ExplicitPolicy):
             return mask_logits(q, mask).numpy()
 
     def probabilities(self, batch: Observations) -> np.ndarray:
+        if self.uniform:
+            return masked_uniform(batch.mask, len(batch), self.n_actions)
         return np.eye(self.n_actions)[self.q_values(batch).argmax(axis=1)]
 
     def act(self, batch: Observations, *, explore: bool, rng: np.random.Generator) -> np.ndarray:
+        if self.uniform:
+            return sample_rows(self.probabilities(batch), rng)
         greedy = self.q_values(batch).argmax(axis=1)
         if not explore or self.eps <= 0.0:
             return greedy
@@ -111,9 +135,13 @@ class CategoricalPolicy(TorchPolicy, ExplicitPolicy):
 
     def __init__(self, *, space: PolicySpace, actor: CategoricalActor) -> None:
         super().__init__(space=space, modules={"actor": actor})
+        assert isinstance(space.action_space, Discrete)
         self.actor = actor
+        self.n_actions = space.action_space.n
 
     def probabilities(self, batch: Observations) -> np.ndarray:
+        if self.uniform:
+            return masked_uniform(batch.mask, len(batch), self.n_actions)
         with torch.no_grad():
             obs = self.features(batch)
             mask = None if batch.mask is None else torch.as_tensor(np.asarray(batch.mask), dtype=torch.bool)
@@ -134,6 +162,8 @@ class GaussianPolicy(TorchPolicy):
         self.deterministic_eval = deterministic_eval
 
     def act(self, batch: Observations, *, explore: bool, rng: np.random.Generator) -> np.ndarray:
+        if self.uniform:
+            return self.box.sample(rng, n=len(batch))
         with torch.no_grad():
             loc_t, scale_t = self.actor(self.features(batch))[0]
         loc, scale = loc_t.numpy(), scale_t.numpy()
