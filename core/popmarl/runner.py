@@ -76,6 +76,7 @@ def run(config: RunConfig, out: str | None = None, *, resume: str | None = None)
     trackers = [build("trackers", t, f"trackers[{i}].params") for i, t in enumerate(config.trackers)]
     mapping = AgentMapping.resolve(config.agents.mapping, env.agents)
     spaces = policy_spaces(env, mapping)
+    scenario.check(config=config, mapping=mapping)
     if config.training.self_play > 0 and len({(s.observation_space, s.action_space) for s in spaces.values()}) > 1:
         raise ConfigError("training.self_play: a learner can play every seat only when all populations share "
                           "observation and action spaces; set it to 0 for this env")

@@ -41,6 +41,10 @@ class RunContext:
 class Scenario(Component):
     """A control loop (PSRO, MARL, league...). It holds no execution details."""
 
+    def check(self, *, config: RunConfig, mapping: AgentMapping) -> None:
+        """Raise a :class:`~popmarl.errors.ConfigError` for a config this scenario cannot
+        run as written; called before the backend starts or anything is written."""
+
     @abstractmethod
     def run(self, context: RunContext) -> dict[str, Any]:
         """Run (or resume) to a stopping condition; return the summary, which the caller

@@ -101,7 +101,7 @@ def _space(n: int) -> PolicySpace:
 @pytest.mark.parametrize(("initial", "expected"), [("first", [1, 0, 0]), ("uniform", [1 / 3] * 3)])
 def test_exact_matrix_br_initial_policy(initial: str, expected: list[float]) -> None:
     algorithm = popmarl.algorithms.load("exact_matrix_br")(initial=initial)
-    policy = algorithm.make_policy(space=_space(3), seed=0)
+    policy = algorithm.initial_policy(space=_space(3), seed=0)
     np.testing.assert_allclose(policy.get_weights()["probs"], expected)
 
 

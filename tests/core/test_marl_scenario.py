@@ -124,3 +124,13 @@ def test_marl_rejects_an_algorithm_that_does_not_learn(tmp_path):
     with pytest.raises(popmarl.ConfigError, match="does not learn"):
         _run(tmp_path, {"scenario": "marl", "env": "matrix", "algorithm": "random", "trackers": [],
                         "stopping": {"max_iterations": 1}})
+
+
+@pytest.mark.parametrize(("key", "value"), [("self_play", 0.5), ("opponent_epsilon", 0.3), ("keep", "best"),
+                                            ("target_win_rate", 0.9)])
+def test_marl_rejects_training_keys_that_only_psro_uses(tmp_path, with_reinforce, key, value):
+    with pytest.raises(popmarl.ConfigError, match=rf"training\.{key}: applies to scenario psro only"):
+        _run(tmp_path, {"scenario": "marl", "env": "matrix", "algorithm": "reinforce", "trackers": [],
+                        "training": {"max_episodes": 64, "max_env_steps": None, key: value},
+                        "stopping": {"max_iterations": 1}})
+    assert not (tmp_path / "run").exists() or not any((tmp_path / "run").iterdir())

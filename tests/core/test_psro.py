@@ -116,6 +116,14 @@ def test_zero_iterations_is_the_initial_population_only(run_inprocess, tmp_path:
     assert not metrics.exists() or metrics.read_text() == ""
 
 
+def test_the_initial_population_is_the_algorithms_initial_policy(run_inprocess, tmp_path: Path) -> None:
+    summary = run_inprocess(algorithm={"name": "exact_matrix_br", "params": {"initial": "uniform"}},
+                            stopping={"max_iterations": 0})
+    assert summary["nash_conv"] == pytest.approx(0.0)  # uniform play is rps's equilibrium
+    policies = read_npz(tmp_path / "run" / "checkpoints" / "policies" / "player_0" / "0.npz")
+    np.testing.assert_allclose(policies["probs"], [1 / 3] * 3)
+
+
 def test_summary_records_meta_game_values(run_inprocess, tmp_path: Path) -> None:
     summary = run_inprocess(env={"params": {"game": "matching_pennies"}}, stopping={"max_iterations": 2})
     values = read_npz(tmp_path / "run" / "payoffs.npz")["payoffs"]

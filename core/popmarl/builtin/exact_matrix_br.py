@@ -37,10 +37,12 @@ class ExactMatrixBR(Algorithm):
     Config = ExactMatrixBRConfig
 
     def make_policy(self, *, space: PolicySpace, seed: int) -> MixedStrategyPolicy:
+        return MixedStrategyPolicy(np.eye(_n_actions(space))[0])
+
+    def initial_policy(self, *, space: PolicySpace, seed: int) -> MixedStrategyPolicy:
         n = _n_actions(space)
-        if self.config.initial == "uniform":
-            return MixedStrategyPolicy(np.full(n, 1.0 / n))
-        return MixedStrategyPolicy(np.eye(n)[0])
+        return MixedStrategyPolicy(np.full(n, 1.0 / n)) if self.config.initial == "uniform" else self.make_policy(
+            space=space, seed=seed)
 
     def best_response(self, problem: BestResponseProblem) -> MixedStrategyPolicy:
         env = problem.env

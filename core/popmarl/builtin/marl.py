@@ -16,8 +16,10 @@ from typing import Any
 import attrs
 import numpy as np
 
+from popmarl.config import RunConfig, TrainingConfig
 from popmarl.env import ExactEnv
 from popmarl.errors import ConfigError
+from popmarl.population import AgentMapping
 from popmarl.records import EvalTask, LearnTask, TrainBudget
 from popmarl.rundir import RunDirectory
 from popmarl.scenario import IterativeScenario, RunContext
@@ -30,6 +32,10 @@ class MARLConfig:
     file; those populations do not learn."""
 
     frozen: dict[str, str] = attrs.field(factory=dict)
+
+
+#: ``training`` keys about one best response against frozen opponents: ``psro`` only.
+PSRO_ONLY_TRAINING = ("window", "target_return", "target_win_rate", "keep", "self_play", "opponent_epsilon")
 
 
 @attrs.define
@@ -52,14 +58,22 @@ class MARL(IterativeScenario):
     def _learners(self) -> tuple[str, ...]:
         return tuple(p for p in self.ctx.mapping.populations if p not in self.config.frozen)
 
-    def initialise(self) -> MARLState:
-        ctx = self.ctx
-        unknown = sorted(set(self.config.frozen) - set(ctx.mapping.populations))
+    def check(self, *, config: RunConfig, mapping: AgentMapping) -> None:
+        unknown = sorted(set(self.config.frozen) - set(mapping.populations))
         if unknown:
             raise ConfigError(f"scenario.params.frozen: unknown population(s) {', '.join(unknown)}; "
-                              f"populations: {', '.join(ctx.mapping.populations)}")
-        if not self._learners():
+                              f"populations: {', '.join(mapping.populations)}")
+        if set(mapping.populations) <= set(self.config.frozen):
             raise ConfigError("scenario.params.frozen: every population is frozen; nothing would learn")
+        defaults = TrainingConfig()
+        for name in PSRO_ONLY_TRAINING:  # set in a marl run, they would be silently ignored
+            if getattr(config.training, name) != getattr(defaults, name):
+                raise ConfigError(f"training.{name}: applies to scenario psro only (marl co-trains every "
+                                  f"learner for the training budget: max_env_steps, max_episodes, "
+                                  f"max_wall_time_s); remove it")
+
+    def initialise(self) -> MARLState:
+        ctx = self.ctx
         policies: dict[str, list[str]] = {}
         for k, population in enumerate(ctx.mapping.populations):
             policy = ctx.algorithm.make_policy(space=ctx.spaces[population], seed=derive_seed(ctx.config.seed, 0, k))
