@@ -40,9 +40,10 @@ class ExactMatrixBR(Algorithm):
         return MixedStrategyPolicy(np.eye(_n_actions(space))[0])
 
     def initial_policy(self, *, space: PolicySpace, seed: int) -> MixedStrategyPolicy:
-        n = _n_actions(space)
-        return MixedStrategyPolicy(np.full(n, 1.0 / n)) if self.config.initial == "uniform" else self.make_policy(
-            space=space, seed=seed)
+        if self.config.initial == "uniform":
+            n = _n_actions(space)
+            return MixedStrategyPolicy(np.full(n, 1.0 / n))
+        return self.make_policy(space=space, seed=seed)
 
     def best_response(self, problem: BestResponseProblem) -> MixedStrategyPolicy:
         env = problem.env
