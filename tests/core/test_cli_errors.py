@@ -236,6 +236,16 @@ def mapping_to_a_bad_population_name(ws):
     return ["run", ws.config(agents={"mapping": {"player_.*": "a b"}}), "--out", ws.out]
 
 
+@case("training.self_play", "applies to scenario psro only")
+def psro_only_training_key_in_a_marl_run(ws):
+    return ["run", ws.config(scenario="marl", training={"self_play": 0.5}), "--out", ws.out]
+
+
+@case("scenario.params.frozen", "unknown population", "player_7", "player_0")
+def marl_freezes_an_unknown_population(ws):
+    return ["run", ws.config(scenario={"name": "marl", "params": {"frozen": {"player_7": "initial"}}}), "--out", ws.out]
+
+
 # -- several at once ------------------------------------------------------------------------
 
 @case("stoping", "stopping.max_iterations", "evaluation.episodes_per_entry", "env.params.game", "solver.name")
