@@ -97,6 +97,20 @@ def _cmd_plugins(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+#: Longer meta-strategies are shown by their support and largest weights.
+_FULL_MIXTURE = 12
+
+
+def _format_mixture(policies: list[str], mixture: list[float]) -> str:
+    """The whole mixture when short; else its support size and its largest weights."""
+    if len(mixture) <= _FULL_MIXTURE or len(policies) != len(mixture):
+        return "[" + " ".join(f"{p:.3f}" for p in mixture) + "]"
+    ranked = sorted(range(len(mixture)), key=lambda i: -mixture[i])
+    support = sum(1 for p in mixture if p > 0.0)
+    largest = ", ".join(f"{policies[i]} {mixture[i]:.3f}" for i in ranked[:_FULL_MIXTURE // 2] if mixture[i] > 0.0)
+    return f"support {support}; largest: {largest}"
+
+
 def _cmd_show(args: argparse.Namespace) -> int:
     from popmarl.payoffs import PayoffTable
     from popmarl.rundir import RunDirectory
@@ -109,8 +123,8 @@ def _cmd_show(args: argparse.Namespace) -> int:
     for key in ("scenario", "status", "iterations", "nash_conv", "exploitability", "env_steps", "wall_time_s"):
         print(f"{key:<16}{summary.get(key)}")
     for population, info in summary.get("populations", {}).items():
-        mixture = " ".join(f"{p:.3f}" for p in info.get("meta_strategy", []))
-        print(f"population {population}: {len(info.get('policies', []))} policies; meta-strategy [{mixture}]")
+        policies, mixture = info.get("policies", []), info.get("meta_strategy", [])
+        print(f"population {population}: {len(policies)} policies; meta-strategy {_format_mixture(policies, mixture)}")
     if run.payoffs_file.exists():
         table, ids = PayoffTable.load(run.payoffs_file)
         print(_format_table(table, ids))

@@ -172,6 +172,14 @@ def test_show_prints_summary_table_and_meta_strategies(run_inprocess, run_cli, t
         assert str(tmp_path / "run" / name) in out
 
 
+def test_show_summarises_a_long_meta_strategy_by_its_support(run_inprocess, run_cli, tmp_path: Path) -> None:
+    summary = run_inprocess(solver="latest", stopping={"max_iterations": 14})  # self-play: all weight on the last
+    assert summary["populations"]["player_0"]["meta_strategy"][-1] == 1.0
+    result = run_cli("show", tmp_path / "run")
+    assert result.returncode == 0, result
+    assert "population player_0: 15 policies; meta-strategy support 1; largest: player_0/14 1.000" in result.stdout
+
+
 def test_show_output_piped_into_a_closed_pipe_is_not_an_error(run_inprocess, cli, tmp_path: Path) -> None:
     run_inprocess(stopping={"max_iterations": 20})
     proc = subprocess.run(f"{' '.join(cli.command(['show', str(tmp_path / 'run')]))} | head -n 1", shell=True,
