@@ -13,10 +13,10 @@ Two runs, each from an example config:
   examples/marl_simple_spread_ppo.yaml): the mean episode return per agent of the trained
   shared policy against that of the initial (untrained) one.
 
-Measured (1 torch thread, 2 shared cores): tictactoe, loss against random per seat
-(player_1 / player_2), seed 0: 0.000 / 0.007 (996 s wall, 949 s CPU); seed 1: 0.005 /
-0.004 (815 s, 800 s); seed 2: 0.000 / 0.014 (824 s, 807 s): the 2% target is met in both
-seats for every seed. spread (seed 0): -19.93 -> -14.58 in 80000 env steps, 72 s wall /
+Measured (1 torch thread, two runs at once on 2 cores): tictactoe, loss against random
+per seat (player_1 / player_2), seeds 0-4: 0.017 / 0.007, 0.000 / 0.011, 0.000 / 0.008,
+0.000 / 0.011, 0.000 / 0.011 (463-474 s wall, 460-473 s CPU each): the 2% target is met
+in both seats for every seed. spread (seed 0): -19.93 -> -14.58 in 80000 env steps, 72 s wall /
 33 s CPU.
 
 Wall and CPU time cover the run (training and payoff evaluation), not the final

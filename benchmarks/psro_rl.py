@@ -7,7 +7,7 @@ run summary's: OpenSpiel's NashConv of the aggregated meta-strategy, computed ex
 Wall and CPU time include training, exact evaluation and the NashConv computations.
 Needs popmarl-tianshou, popmarl-openspiel and popmarl-solvers::
 
-    python benchmarks/psro_rl.py                       # both examples (~3 + ~45 CPU-minutes)
+    python benchmarks/psro_rl.py                       # both examples (~2 + ~18 CPU-minutes)
     python benchmarks/psro_rl.py --runs kuhn --seeds 0 1 2
     python benchmarks/psro_rl.py --runs leduc --set stopping.max_iterations=20
 """
