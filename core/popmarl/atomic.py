@@ -35,7 +35,8 @@ def write_npz(path: str | os.PathLike[str], arrays: Mapping[str, np.ndarray]) ->
     import io
 
     buffer = io.BytesIO()
-    np.savez(buffer, **{k: np.asarray(v) for k, v in arrays.items()})
+    plain: dict[str, Any] = {k: np.asarray(v) for k, v in arrays.items()}
+    np.savez(buffer, **plain)
     write_bytes(path, buffer.getvalue())
 
 

@@ -16,12 +16,12 @@ import attrs
 import yaml
 
 from popmarl.errors import ConfigError, UnknownComponentError
-from popmarl.structure import structure, structure_attrs, unstructure
+from popmarl.structure import structure_attrs, unstructure
 
 ge0 = attrs.validators.ge(0)
 gt0 = attrs.validators.gt(0)
 ge1 = attrs.validators.ge(1)
-probability = attrs.validators.and_(ge0, attrs.validators.le(1))
+probability = attrs.validators.and_(attrs.validators.ge(0.0), attrs.validators.le(1.0))
 
 
 def _optional(validator: Any) -> Any:

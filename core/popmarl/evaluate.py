@@ -14,7 +14,6 @@ from typing import Any
 import attrs
 import numpy as np
 
-from popmarl import registries
 from popmarl.algorithm import Algorithm
 from popmarl.builtin.random_policy import RandomAlgorithm
 from popmarl.config import RunConfig, read_yaml, validate

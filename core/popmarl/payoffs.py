@@ -63,7 +63,8 @@ class PayoffTable:
         values = self.values.copy()
         filled = self.filled.copy()
         for index, returns in entries:
-            values[(slice(None), *index)] = returns
+            entry: tuple[slice | int, ...] = (slice(None), *index)
+            values[entry] = returns
             filled[index] = True
         return attrs.evolve(self, values=values, filled=filled)
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 import difflib
 import os
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from importlib import metadata
-from typing import Any
+from typing import Any, Protocol
 
 import attrs
 
@@ -39,6 +39,12 @@ class PluginWarning(UserWarning):
 def strict_plugins() -> bool:
     """Whether plugin problems are errors (``POPMARL_STRICT_PLUGINS=1``)."""
     return os.environ.get(STRICT_ENV, "") not in ("", "0", "false", "no")
+
+
+class EntryPointScan(Protocol):
+    """What :func:`importlib.metadata.entry_points` returns (its type varies by Python version)."""
+
+    def select(self, *, group: str) -> Iterable[metadata.EntryPoint]: ...
 
 
 @attrs.frozen(kw_only=True)
@@ -73,7 +79,7 @@ class Registry:
     entries: Mapping[str, Entry] = attrs.field(factory=dict, converter=lambda m: MappingProxyType(dict(m)))
 
     @classmethod
-    def from_entry_points(cls, kind: str, found: metadata.EntryPoints | None = None) -> Registry:
+    def from_entry_points(cls, kind: str, found: EntryPointScan | None = None) -> Registry:
         """Build the registry of ``kind`` from the installed entry points (or from ``found``:
         one :func:`importlib.metadata.entry_points` scan shared by every kind)."""
         group = f"popmarl.{kind}"

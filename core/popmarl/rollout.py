@@ -136,8 +136,8 @@ class RolloutWorker:
         order = iter([(entry, profile) for entry, profile in enumerate(profiles) for _ in range(episodes)])
 
         def sample(steps: int) -> tuple[Mapping[str, Policy], int] | None:
-            entry, profile = next(order, (None, None))
-            return None if profile is None else (profile, entry)
+            drawn = next(order, None)
+            return None if drawn is None else (drawn[1], drawn[0])
 
         result = self.run(sample, seed=seed, explore=False)
         totals = np.zeros((len(profiles), len(self.agents)))
@@ -228,8 +228,8 @@ class RolloutWorker:
                 step = vec.step(actions)
                 for agent, rec in recorders.items():
                     column = step.rewards[:, agent_index[agent]]
-                    for slot in np.flatnonzero(column):
-                        rec.reward(int(slot), float(column[slot]))
+                    for rewarded in np.flatnonzero(column):
+                        rec.reward(int(rewarded), float(column[rewarded]))
                 if not len(step.finished):
                     continue
                 live = table.busy[step.finished]
@@ -273,6 +273,7 @@ class RolloutWorker:
         """One batched ``act`` per distinct policy among the rows; idle games take any
         legal action (their results are ignored)."""
         unique = np.unique(codes)
+        groups: list[tuple[int, np.ndarray | None]]
         if len(unique) == 1:
             groups = [(int(unique[0]), None)]
         else:

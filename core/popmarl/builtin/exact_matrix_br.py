@@ -52,5 +52,5 @@ class ExactMatrixBR(Algorithm):
         strategies = env.mixed_strategies(problem.opponents)
         deviations = deviation_payoffs(env.payoffs, strategies)
         # A policy that plays several seats (shared mapping) maximises their sum.
-        total = sum(deviations[env.agents.index(agent)] for agent in problem.space.agents)
+        total = np.sum([deviations[env.agents.index(agent)] for agent in problem.space.agents], axis=0)
         return MixedStrategyPolicy(np.eye(len(total))[int(np.argmax(total))])

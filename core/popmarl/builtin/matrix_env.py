@@ -166,7 +166,7 @@ class MatrixEnv(ExactEnv):
         result = []
         for k, agent in enumerate(self._agents):
             n_actions = self.payoffs.shape[1 + k]
-            result.append(sum(w * strategy_of(p, n_actions) for p, w in profile[agent]))
+            result.append(np.sum([w * strategy_of(p, n_actions) for p, w in profile[agent]], axis=0))
         return result
 
     def nash_conv(self, profile: MixedProfile) -> float:
