@@ -133,11 +133,10 @@ class RolloutWorker:
     ) -> tuple[np.ndarray, int]:
         """Mean return of each agent for each profile over ``episodes`` episodes each;
         returns ``([len(profiles), n_agents], env_steps)``."""
-        order = iter([(entry, profile) for entry, profile in enumerate(profiles) for _ in range(episodes)])
+        order = iter([(profile, entry) for entry, profile in enumerate(profiles) for _ in range(episodes)])
 
         def sample(steps: int) -> tuple[Mapping[str, Policy], int] | None:
-            drawn = next(order, None)
-            return None if drawn is None else (drawn[1], drawn[0])
+            return next(order, None)
 
         result = self.run(sample, seed=seed, explore=False)
         totals = np.zeros((len(profiles), len(self.agents)))
