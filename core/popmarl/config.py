@@ -17,15 +17,8 @@ import yaml
 
 from popmarl.errors import ConfigError, UnknownComponentError
 from popmarl.structure import structure_attrs, unstructure
+from popmarl.validators import at_least_one, non_negative, optional, positive, unit_interval
 
-ge0 = attrs.validators.ge(0)
-gt0 = attrs.validators.gt(0)
-ge1 = attrs.validators.ge(1)
-probability = attrs.validators.and_(attrs.validators.ge(0.0), attrs.validators.le(1.0))
-
-
-def _optional(validator: Any) -> Any:
-    return attrs.validators.optional(validator)
 
 
 @attrs.frozen(kw_only=True)
@@ -47,9 +40,9 @@ class AgentsConfig:
 class StoppingConfig:
     """When the run ends: the first condition met wins."""
 
-    max_iterations: int = attrs.field(default=10, validator=ge0)
-    target_nash_conv: float | None = attrs.field(default=None, validator=_optional(ge0))
-    max_wall_time_s: float | None = attrs.field(default=None, validator=_optional(gt0))
+    max_iterations: int = attrs.field(default=10, validator=non_negative)
+    target_nash_conv: float | None = attrs.field(default=None, validator=optional(non_negative))
+    max_wall_time_s: float | None = attrs.field(default=None, validator=optional(positive))
 
 
 @attrs.frozen(kw_only=True)
@@ -57,17 +50,17 @@ class TrainingConfig:
     """One oracle training run (learning algorithms only): its budget, its early stop on
     a windowed return or win rate, which snapshot it keeps, and how it plays."""
 
-    max_env_steps: int | None = attrs.field(default=20_000, validator=_optional(ge1))
-    max_episodes: int | None = attrs.field(default=None, validator=_optional(ge1))
-    max_wall_time_s: float | None = attrs.field(default=None, validator=_optional(gt0))
-    episodes_per_update: int = attrs.field(default=32, validator=ge1)
-    num_envs: int = attrs.field(default=32, validator=ge1)
-    window: int = attrs.field(default=100, validator=ge1)
+    max_env_steps: int | None = attrs.field(default=20_000, validator=optional(at_least_one))
+    max_episodes: int | None = attrs.field(default=None, validator=optional(at_least_one))
+    max_wall_time_s: float | None = attrs.field(default=None, validator=optional(positive))
+    episodes_per_update: int = attrs.field(default=32, validator=at_least_one)
+    num_envs: int = attrs.field(default=32, validator=at_least_one)
+    window: int = attrs.field(default=100, validator=at_least_one)
     target_return: float | None = None
-    target_win_rate: float | None = attrs.field(default=None, validator=_optional(probability))
+    target_win_rate: float | None = attrs.field(default=None, validator=optional(unit_interval))
     keep: Literal["last", "best"] = "last"
-    self_play: float = attrs.field(default=0.0, validator=probability)
-    opponent_epsilon: float = attrs.field(default=0.0, validator=probability)
+    self_play: float = attrs.field(default=0.0, validator=unit_interval)
+    opponent_epsilon: float = attrs.field(default=0.0, validator=unit_interval)
 
     def __attrs_post_init__(self) -> None:
         if self.max_env_steps is None and self.max_episodes is None and self.max_wall_time_s is None:
@@ -79,9 +72,9 @@ class EvaluationConfig:
     """How payoff entries are estimated: exactly where the env allows (``auto``), else
     ``episodes_per_entry`` sampled episodes."""
 
-    episodes_per_entry: int = attrs.field(default=100, validator=ge1)
+    episodes_per_entry: int = attrs.field(default=100, validator=at_least_one)
     exact: Literal["auto", "never"] = "auto"
-    num_envs: int = attrs.field(default=64, validator=ge1)
+    num_envs: int = attrs.field(default=64, validator=at_least_one)
 
 
 @attrs.frozen(kw_only=True)

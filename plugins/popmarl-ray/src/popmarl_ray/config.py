@@ -7,9 +7,8 @@ from typing import Any
 
 import attrs
 
-_ge0 = attrs.validators.ge(0)
-_ge1 = attrs.validators.ge(1)
-_gt0 = attrs.validators.gt(0)
+from popmarl.validators import at_least_one, non_negative, optional, positive
+
 _HOST_PORT = re.compile(r"^(ray://)?\[?[A-Za-z0-9_.:-]+?\]?(:\d{1,5})?$")
 
 
@@ -36,17 +35,17 @@ class RayConfig:
     """
 
     address: str | None = attrs.field(default=None, validator=_address)
-    num_cpus: int | None = attrs.field(default=None, validator=attrs.validators.optional(_ge1))
-    num_rollout_workers: int = attrs.field(default=2, validator=_ge1)
-    num_envs_per_worker: int | None = attrs.field(default=None, validator=attrs.validators.optional(_ge1))
-    num_cpus_per_worker: float = attrs.field(default=1.0, validator=_ge0)
-    num_cpus_per_learner: float = attrs.field(default=0.0, validator=_ge0)
-    num_gpus_per_learner: float = attrs.field(default=0.0, validator=_ge0)
-    max_staleness: int = attrs.field(default=2, validator=_ge0)
-    max_task_retries: int = attrs.field(default=3, validator=_ge0)
-    chunks_per_worker: int = attrs.field(default=4, validator=_ge1)
-    connect_timeout_s: float = attrs.field(default=10.0, validator=_gt0)
-    start_timeout_s: float = attrs.field(default=300.0, validator=_gt0)
+    num_cpus: int | None = attrs.field(default=None, validator=optional(at_least_one))
+    num_rollout_workers: int = attrs.field(default=2, validator=at_least_one)
+    num_envs_per_worker: int | None = attrs.field(default=None, validator=optional(at_least_one))
+    num_cpus_per_worker: float = attrs.field(default=1.0, validator=non_negative)
+    num_cpus_per_learner: float = attrs.field(default=0.0, validator=non_negative)
+    num_gpus_per_learner: float = attrs.field(default=0.0, validator=non_negative)
+    max_staleness: int = attrs.field(default=2, validator=non_negative)
+    max_task_retries: int = attrs.field(default=3, validator=non_negative)
+    chunks_per_worker: int = attrs.field(default=4, validator=at_least_one)
+    connect_timeout_s: float = attrs.field(default=10.0, validator=positive)
+    start_timeout_s: float = attrs.field(default=300.0, validator=positive)
 
     @property
     def local(self) -> bool:

@@ -42,7 +42,9 @@ def log_fixation(u: np.ndarray, m: int) -> np.ndarray:
 
 def _log_infinite_alpha(mutant: np.ndarray, resident: np.ndarray, epsilon: float) -> np.ndarray:
     """Infinite-α rates: 1 - ε towards a better payoff, ε towards a worse one, 1/2 on ties."""
-    out = np.where(mutant > resident, np.log1p(-epsilon), np.log(epsilon))
+    better = mutant > resident
+    out = np.full(better.shape, np.log(epsilon))
+    out[better] = np.log1p(-epsilon)
     out[np.isclose(mutant, resident, atol=1e-14)] = np.log(0.5)
     return out
 

@@ -12,7 +12,8 @@ from tianshou.algorithm import A2C as TianshouA2C
 from tianshou.algorithm.modelfree.reinforce import ProbabilisticActorPolicy
 from tianshou.algorithm.optim import AdamOptimizerFactory
 
-from popmarl_tianshou.actor_critic import ActorCriticAlgorithm, ge0, ge1, gt0, layers, unit
+from popmarl.validators import at_least_one, layer_widths, non_negative, optional, positive, unit_interval
+from popmarl_tianshou.actor_critic import ActorCriticAlgorithm
 from popmarl_tianshou.nets import ValueCritic
 
 
@@ -22,18 +23,18 @@ class A2CConfig:
     minibatches of ``batch_size`` transitions (``None``: one step on the whole batch).
     ``log_std_init`` and ``deterministic_eval`` apply to Box actions only."""
 
-    lr: float = attrs.field(default=1e-3, validator=gt0)
-    hidden: list[int] = attrs.field(factory=lambda: [128, 128], validator=layers)
-    gamma: float = attrs.field(default=1.0, validator=unit)
-    gae_lambda: float = attrs.field(default=0.95, validator=unit)
-    vf_coef: float = attrs.field(default=0.5, validator=ge0)
-    ent_coef: float = attrs.field(default=0.01, validator=ge0)
-    max_grad_norm: float | None = attrs.field(default=0.5, validator=attrs.validators.optional(gt0))
-    batch_size: int | None = attrs.field(default=None, validator=attrs.validators.optional(ge1))
-    epochs: int = attrs.field(default=1, validator=ge1)
+    lr: float = attrs.field(default=1e-3, validator=positive)
+    hidden: list[int] = attrs.field(factory=lambda: [128, 128], validator=layer_widths)
+    gamma: float = attrs.field(default=1.0, validator=unit_interval)
+    gae_lambda: float = attrs.field(default=0.95, validator=unit_interval)
+    vf_coef: float = attrs.field(default=0.5, validator=non_negative)
+    ent_coef: float = attrs.field(default=0.01, validator=non_negative)
+    max_grad_norm: float | None = attrs.field(default=0.5, validator=optional(positive))
+    batch_size: int | None = attrs.field(default=None, validator=optional(at_least_one))
+    epochs: int = attrs.field(default=1, validator=at_least_one)
     log_std_init: float = -0.5
     deterministic_eval: bool = False
-    torch_threads: int = attrs.field(default=1, validator=ge1)
+    torch_threads: int = attrs.field(default=1, validator=at_least_one)
 
 
 class A2C(ActorCriticAlgorithm):

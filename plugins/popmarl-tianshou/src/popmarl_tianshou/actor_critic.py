@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from abc import abstractmethod
 from collections.abc import Mapping, Sequence
+from typing import cast
 
-import attrs
 import torch
 from tianshou.algorithm import A2C as TianshouA2C
+from tianshou.algorithm.modelfree.a2c import A2CTrainingStats
 from tianshou.algorithm.modelfree.reinforce import DiscreteActorPolicy, ProbabilisticActorPolicy
 from tianshou.algorithm.optim import AdamOptimizerFactory
 from tianshou.utils.torch_utils import policy_within_training_step
@@ -29,11 +30,6 @@ from popmarl_tianshou.batching import gym_space, numpy_random, numpy_random_stat
 from popmarl_tianshou.nets import CategoricalActor, GaussianActor, ValueCritic, action_dim, feature_dim, seeded
 from popmarl_tianshou.policy import CategoricalPolicy, GaussianPolicy, set_torch_threads, uniform_initial
 
-ge0 = attrs.validators.ge(0)
-ge1 = attrs.validators.ge(1)
-gt0 = attrs.validators.gt(0)
-unit = attrs.validators.and_(attrs.validators.ge(0), attrs.validators.le(1))
-layers = attrs.validators.deep_iterable(member_validator=ge1)
 
 ActorPolicy = CategoricalPolicy | GaussianPolicy
 
@@ -61,7 +57,9 @@ class OnPolicyTrainer(Trainer):
         if not len(batch):
             return {}
         with policy_within_training_step(self.algorithm.policy), numpy_random(self._rng):
-            stats = self.algorithm.update(to_buffer(batch), batch_size=self.batch_size, repeat=self.epochs)
+            # A2C and PPO (a subclass) both report A2CTrainingStats.
+            stats = cast(A2CTrainingStats, self.algorithm.update(to_buffer(batch), batch_size=self.batch_size,
+                                                                  repeat=self.epochs))
         self.gradient_steps += stats.gradient_steps
         return {"loss": stats.loss.mean, "actor_loss": stats.actor_loss.mean, "vf_loss": stats.vf_loss.mean,
                 "entropy": stats.ent_loss.mean, "gradient_steps": float(self.gradient_steps)}
@@ -92,10 +90,12 @@ class ActorCriticAlgorithm(Algorithm):
             raise TypeError(f"{type(self).__name__} trains an actor policy, got {type(policy).__name__}")
         c = self.config
         learner: ProbabilisticActorPolicy
+        # Our actors are plain modules with Tianshou's actor call signature (duck-typed).
         if isinstance(policy, CategoricalPolicy):
-            learner = DiscreteActorPolicy(actor=policy.actor, action_space=gym_space(space.action_space))
+            learner = DiscreteActorPolicy(actor=policy.actor,  # type: ignore[arg-type]
+                                          action_space=gym_space(space.action_space))
         else:
-            learner = ProbabilisticActorPolicy(actor=policy.actor, dist_fn=gaussian,
+            learner = ProbabilisticActorPolicy(actor=policy.actor, dist_fn=gaussian,  # type: ignore[arg-type]
                                                action_space=gym_space(space.action_space),
                                                action_scaling=False, action_bound_method=None)
         with seeded(seed + 1):

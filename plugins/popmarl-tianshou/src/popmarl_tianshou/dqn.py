@@ -27,16 +27,12 @@ from popmarl.policy import Policy
 from popmarl.records import Episode
 from popmarl.spaces import Discrete
 from popmarl.trainer import Trainer
+from popmarl.validators import at_least_one, layer_widths, non_negative, optional, positive, unit_interval
 
 from popmarl_tianshou.batching import append, gym_space, numpy_random, numpy_random_state, transitions
 from popmarl_tianshou.nets import QNet, feature_dim, seeded
 from popmarl_tianshou.policy import QPolicy, set_torch_threads, uniform_initial
 
-_ge0 = attrs.validators.ge(0)
-_ge1 = attrs.validators.ge(1)
-_gt0 = attrs.validators.gt(0)
-_unit = attrs.validators.and_(attrs.validators.ge(0), attrs.validators.le(1))
-_layers = attrs.validators.deep_iterable(member_validator=_ge1)
 
 
 @attrs.frozen(kw_only=True)
@@ -51,21 +47,21 @@ class DQNConfig:
     oracles for Kuhn and Leduc poker (returns of a few chips, episodes of a few steps).
     """
 
-    lr: float = attrs.field(default=1e-3, validator=_gt0)
-    hidden: list[int] = attrs.field(factory=lambda: [128, 128], validator=_layers)
-    gamma: float = attrs.field(default=1.0, validator=_unit)
-    n_step: int = attrs.field(default=1, validator=_ge1)
-    batch_size: int = attrs.field(default=256, validator=_ge1)
-    buffer_size: int = attrs.field(default=50_000, validator=_ge1)
-    learning_starts: int = attrs.field(default=1_000, validator=_ge0)
-    updates_per_step: float = attrs.field(default=0.25, validator=_gt0)
-    target_update_freq: int = attrs.field(default=200, validator=_ge0)
+    lr: float = attrs.field(default=1e-3, validator=positive)
+    hidden: list[int] = attrs.field(factory=lambda: [128, 128], validator=layer_widths)
+    gamma: float = attrs.field(default=1.0, validator=unit_interval)
+    n_step: int = attrs.field(default=1, validator=at_least_one)
+    batch_size: int = attrs.field(default=256, validator=at_least_one)
+    buffer_size: int = attrs.field(default=50_000, validator=at_least_one)
+    learning_starts: int = attrs.field(default=1_000, validator=non_negative)
+    updates_per_step: float = attrs.field(default=0.25, validator=positive)
+    target_update_freq: int = attrs.field(default=200, validator=non_negative)
     double: bool = True
-    eps_start: float = attrs.field(default=1.0, validator=_unit)
-    eps_end: float = attrs.field(default=0.05, validator=_unit)
-    eps_decay_steps: int = attrs.field(default=10_000, validator=_ge1)
-    huber_delta: float | None = attrs.field(default=None, validator=attrs.validators.optional(_gt0))
-    torch_threads: int = attrs.field(default=1, validator=_ge1)
+    eps_start: float = attrs.field(default=1.0, validator=unit_interval)
+    eps_end: float = attrs.field(default=0.05, validator=unit_interval)
+    eps_decay_steps: int = attrs.field(default=10_000, validator=at_least_one)
+    huber_delta: float | None = attrs.field(default=None, validator=optional(positive))
+    torch_threads: int = attrs.field(default=1, validator=at_least_one)
 
 
 class MaskedDQN(TianshouDQN):
