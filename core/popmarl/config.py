@@ -20,7 +20,6 @@ from popmarl.structure import structure_attrs, unstructure
 from popmarl.validators import at_least_one, non_negative, optional, positive, unit_interval
 
 
-
 @attrs.frozen(kw_only=True)
 class ComponentConfig:
     """A component by registered name, with its parameters."""

@@ -34,7 +34,6 @@ from popmarl_tianshou.nets import QNet, feature_dim, seeded
 from popmarl_tianshou.policy import QPolicy, set_torch_threads, uniform_initial
 
 
-
 @attrs.frozen(kw_only=True)
 class DQNConfig:
     """Double DQN. Steps are the learner's decisions (transitions), not env steps.
