@@ -22,7 +22,7 @@ class PPOConfig:
     """Clipped PPO. Each update runs ``epochs`` passes of minibatches of ``batch_size``
     transitions (``None``: the whole batch) over the episodes just collected.
 
-    ``clip`` bounds the unit_interval ratio; ``value_clip`` clips the value update the
+    ``clip`` bounds the probability ratio; ``value_clip`` clips the value update the
     same way; ``advantage_normalization`` standardises advantages per minibatch.
     ``log_std_init`` and ``deterministic_eval`` (play the mean when not exploring)
     apply to Box actions only.
