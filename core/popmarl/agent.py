@@ -10,6 +10,7 @@ import numpy as np
 
 from popmarl.algorithm import Algorithm, BestResponseProblem, PolicySpace
 from popmarl.env import Env, MixedProfile
+from popmarl.keep import KeptWeights
 from popmarl.policy import Policy
 from popmarl.records import TrainBudget, TrainResult, TrainTask, Weights
 from popmarl.rollout import RolloutWorker
@@ -21,6 +22,10 @@ class AgentInterface:
     """Produces a population's next policy: the algorithm's exact best response, or a
     fresh policy trained by rollouts against the meta-strategy, or (for algorithms that
     neither answer nor train, like ``random``) the fresh policy itself."""
+
+    #: How many versions older than the newest may still reach the trainer: none here,
+    #: where the actor pulls the newest weights before each collection.
+    max_staleness: int = 0
 
     def __init__(
         self,
@@ -58,15 +63,17 @@ class AgentInterface:
                            opponents: MixedProfile) -> TrainResult:
         """Collect with the newest published weights, update, publish; until the budget
         or the windowed target is reached. The trainer updates ``learner``; the rollouts
-        act with a separate copy that pulls new versions from the parameter server."""
+        act with a separate copy that pulls new versions from the parameter server.
+        Each version plays one batch of episodes; :class:`~popmarl.keep.KeptWeights`
+        picks the weights returned."""
         budget = task.budget
         key = task.spec.policy_id
         pools = {agent: ([p for p, _ in mix], _normalised([w for _, w in mix])) for agent, mix in opponents.items()}
-        self.params.push(key, learner.get_weights())
+        kept = KeptWeights(budget)
+        self._publish(key, learner, kept)
         actor = self.algorithm.make_policy(space=self.space, seed=task.seed)
         version = 0
         window: deque[float] = deque(maxlen=budget.window)
-        best_score, best_weights = -np.inf, None
         start = time.monotonic()
         env_steps = episodes = updates = 0
         metrics: dict[str, float] = {}
@@ -87,23 +94,35 @@ class AgentInterface:
             env_steps += steps
             episodes += len(collected)
             window.extend(e.episode_return for e in collected)
+            kept.played(version, [e.episode_return for e in collected])
             self.data.put(collected)
             batch = self.data.take()
             if batch:
                 metrics = {k: float(v) for k, v in trainer.update(batch).items()}
                 updates += 1
-                self.params.push(key, learner.get_weights())
-            if budget.keep == "best" and len(window) == window.maxlen and np.mean(window) > best_score:
-                best_score, best_weights = float(np.mean(window)), learner.get_weights()
+                self._publish(key, learner, kept)
             if budget_spent(budget, env_steps, episodes, time.monotonic() - start, window) or not collected:
                 break
         metrics.update({
             "train_time_s": time.monotonic() - start, "updates": float(updates),
             "window_return": float(np.mean(window)) if window else 0.0,
             "window_win_rate": float(np.mean(np.asarray(window) > 0)) if window else 0.0,
+            **kept.metrics(),
         })
-        final: Weights = best_weights if best_weights is not None else learner.get_weights()
-        return TrainResult(spec=task.spec, weights=final, env_steps=env_steps, episodes=episodes, metrics=metrics)
+        return TrainResult(spec=task.spec, weights=kept.final(learner.get_weights()), env_steps=env_steps,
+                           episodes=episodes, metrics=metrics)
+
+    def _publish(self, key: str, learner: Policy, kept: KeptWeights) -> int:
+        """Make the learner's weights its next version (returned); forget, for ``keep``,
+        the versions whose episodes can no longer reach the trainer."""
+        weights = learner.get_weights()
+        version = self._push(key, weights)
+        kept.published(version, weights)
+        kept.forget_older(version - self.max_staleness)
+        return version
+
+    def _push(self, key: str, weights: Weights) -> int:
+        return self.params.push(key, weights)
 
 
 def _normalised(weights: list[float]) -> np.ndarray:

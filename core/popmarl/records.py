@@ -73,7 +73,8 @@ class TrainBudget:
     Training ends at the first of: ``max_env_steps``, ``max_episodes``,
     ``max_wall_time_s``, or the mean return (``target_return``) or win rate (return > 0,
     ``target_win_rate``) over the last ``window`` episodes reaching its target. ``keep``:
-    the ``last`` weights, or the ``best`` by windowed mean return at an update.
+    the ``last`` weights, or the ``best`` version: the one whose own first ``window``
+    episodes have the highest mean return (:mod:`popmarl.keep`).
     ``self_play``: the share of episodes played against the learner itself.
     ``opponent_epsilon``: the probability that an opponent's decision is replaced by a
     uniformly random legal action, so that a learner facing deterministic policies still

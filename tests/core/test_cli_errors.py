@@ -241,6 +241,11 @@ def psro_only_training_key_in_a_marl_run(ws):
     return ["run", ws.config(scenario="marl", training={"self_play": 0.5}), "--out", ws.out]
 
 
+@case("training.window", "keep: best", "at most 32, got 100")
+def keep_best_with_a_window_no_version_fills(ws):
+    return ["run", ws.config(training={"keep": "best"}), "--out", ws.out]
+
+
 @case("scenario.params.frozen", "unknown population", "player_7", "player_0")
 def marl_freezes_an_unknown_population(ws):
     return ["run", ws.config(scenario={"name": "marl", "params": {"frozen": {"player_7": "initial"}}}), "--out", ws.out]

@@ -16,12 +16,15 @@ from typing import Any
 import attrs
 import numpy as np
 
+from popmarl.config import RunConfig
 from popmarl.env import ExactEnv, MixedProfile
+from popmarl.errors import ConfigError
 from popmarl.executor import population_of
+from popmarl.keep import keep_best_problem
 from popmarl.metagame import entropy, expected_payoffs
 from popmarl.payoffs import PayoffTable
 from popmarl.policy import Policy
-from popmarl.population import policy_id
+from popmarl.population import AgentMapping, policy_id
 from popmarl.records import EvalTask, Opponents, PolicySpec, TrainBudget, TrainResult, TrainTask, Weights
 from popmarl.scenario import IterativeScenario, RunContext
 from popmarl.seeding import derive_seed
@@ -49,6 +52,13 @@ class PSRO(IterativeScenario):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.policies: dict[str, Policy] = {}
+
+    def check(self, *, config: RunConfig, mapping: AgentMapping) -> None:
+        training = config.training
+        if training.keep == "best":
+            problem = keep_best_problem(window=training.window, episodes_per_update=training.episodes_per_update)
+            if problem is not None:
+                raise ConfigError(f"training.window: {problem}")
 
     def finish(self, state: PSROState) -> None:
         self.ctx.env.export_policy(self._mixed_profile(state), self.ctx.run_dir.path)

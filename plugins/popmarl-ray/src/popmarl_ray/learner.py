@@ -5,7 +5,8 @@ oracles and untrained algorithms go through it unchanged) whose training by roll
 does not collect itself: it publishes each new version of its weights to the parameter
 server actor (put in the object store once), and updates on whatever fresh episodes the
 rollout workers have queued for it in the episode server actor, dropping those played
-with weights more than ``max_staleness`` versions old.
+with weights more than ``max_staleness`` versions old. ``keep`` works as on every backend (:class:`~popmarl.keep.KeptWeights`): the
+learner holds the weights of the versions still in play to keep the best one.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from popmarl.agent import budget_spent
 from popmarl.algorithm import Algorithm, PolicySpace
 from popmarl.env import Env, MixedProfile
 from popmarl.errors import PopmarlError
+from popmarl.keep import KeptWeights
 from popmarl.policy import Policy
 from popmarl.records import TrainResult, TrainTask, Weights
 from popmarl.rollout import RolloutWorker
@@ -52,17 +54,16 @@ class AsyncAgentInterface(AgentInterface):
         self.key = key
         return self.train(task, policy_of)
 
-    def _publish(self, learner: Policy) -> int:
-        ref = ray.put(learner.get_weights())
-        return int(ray.get(self.params_actor.push.remote(self.key, [ref])))
+    def _push(self, key: str, weights: Weights) -> int:
+        return int(ray.get(self.params_actor.push.remote(key, [ray.put(weights)])))
 
     def train_by_rollouts(self, task: TrainTask, learner: Policy, trainer: Trainer,
                            opponents: MixedProfile) -> TrainResult:
         budget = task.budget
-        version = self._publish(learner)
+        kept = KeptWeights(budget)
+        version = self._publish(self.key, learner, kept)
         ray.get(self.data_actor.open.remote(self.key))
         window: deque[float] = deque(maxlen=budget.window)
-        best_score, best_weights = -np.inf, None
         start = last_data = time.monotonic()
         updates = 0
         metrics: dict[str, float] = {}
@@ -75,13 +76,13 @@ class AsyncAgentInterface(AgentInterface):
                 if batch.episodes:
                     last_data = now
                     window.extend(e.episode_return for e in batch.episodes)
+                    for played, episode in zip(batch.versions, batch.episodes):
+                        kept.played(played, [episode.episode_return])
                     metrics = {k: float(v) for k, v in trainer.update(list(batch.episodes)).items()}
                     updates += 1
-                    version = self._publish(learner)
+                    version = self._publish(self.key, learner, kept)
                 elif now - last_data > self.stall_timeout_s:
                     raise StalledError(f"learner {self.space.population}: no episodes for {self.stall_timeout_s:.0f} s")
-                if budget.keep == "best" and len(window) == window.maxlen and np.mean(window) > best_score:
-                    best_score, best_weights = float(np.mean(window)), learner.get_weights()
                 if budget_spent(budget, batch.env_steps, batch.played, now - start, window):
                     break
         finally:
@@ -90,8 +91,7 @@ class AsyncAgentInterface(AgentInterface):
             "train_time_s": time.monotonic() - start, "updates": float(updates),
             "window_return": float(np.mean(window)) if window else 0.0,
             "window_win_rate": float(np.mean(np.asarray(window) > 0)) if window else 0.0,
-            "dropped_episodes": float(batch.dropped),
+            "dropped_episodes": float(batch.dropped), **kept.metrics(),
         })
-        final: Weights = best_weights if best_weights is not None else learner.get_weights()
-        return TrainResult(spec=task.spec, weights=final, env_steps=batch.env_steps, episodes=batch.played,
-                           metrics=metrics)
+        return TrainResult(spec=task.spec, weights=kept.final(learner.get_weights()), env_steps=batch.env_steps,
+                           episodes=batch.played, metrics=metrics)

@@ -39,10 +39,12 @@ class ParameterServerActor(ParameterServer):
 
 @attrs.frozen(kw_only=True)
 class Batch:
-    """What a learner takes: fresh episodes, and its key's running totals (episodes and
-    env steps played, episodes dropped as stale or for lack of room)."""
+    """What a learner takes: fresh episodes and the weights version each was played
+    with, and its key's running totals (episodes and env steps played, episodes dropped
+    as stale or for lack of room)."""
 
     episodes: tuple[Episode, ...]
+    versions: tuple[int, ...]
     env_steps: int
     played: int
     dropped: int
@@ -149,6 +151,8 @@ class EpisodeServerActor:
             except asyncio.TimeoutError:
                 pass
             stream.drop_older(min_version)
+            versions = tuple(v for v, _ in stream.queue)
             episodes = tuple(e for _, e in stream.queue)
             stream.queue.clear()
-            return Batch(episodes=episodes, env_steps=stream.env_steps, played=stream.played, dropped=stream.dropped)
+            return Batch(episodes=episodes, versions=versions, env_steps=stream.env_steps, played=stream.played,
+                         dropped=stream.dropped)
