@@ -9,6 +9,7 @@ adds its fresh policy unchanged.
 from __future__ import annotations
 
 from abc import abstractmethod
+from typing import ClassVar
 
 import attrs
 import numpy as np
@@ -42,7 +43,17 @@ class BestResponseProblem:
 
 
 class Algorithm(Component):
-    """Policies and their improvement for one population."""
+    """Policies and their improvement for one population.
+
+    ``on_policy``: whether the trainer may learn only from episodes played with the
+    learner's current weights (policy-gradient updates such as PPO's and A2C's assume
+    it). Backends that collect while the learner updates (``ray``) then give it only
+    episodes of its newest version; an algorithm that learns correctly from older
+    weights' play (DQN's replay) sets it False and accepts episodes up to the backend's
+    staleness limit. True unless an algorithm says otherwise: the safe assumption.
+    """
+
+    on_policy: ClassVar[bool] = True
 
     @abstractmethod
     def make_policy(self, *, space: PolicySpace, seed: int) -> Policy:

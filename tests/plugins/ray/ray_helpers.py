@@ -99,7 +99,10 @@ class BanditTrainer(Trainer):
 
 
 class Bandit(Algorithm):
-    """``bandit``: a learning algorithm for one-shot matrix games (test only)."""
+    """``bandit``: a learning algorithm for one-shot matrix games (test only). Off-policy:
+    the mean return of each action does not depend on the policy that chose it."""
+
+    on_policy = False
 
     def make_policy(self, *, space: PolicySpace, seed: int) -> BanditPolicy:
         assert isinstance(space.action_space, Discrete)

@@ -4,7 +4,9 @@ of their current weights."""
 
 from __future__ import annotations
 
+import json
 import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -15,10 +17,18 @@ import ray
 import learning_schedule
 import popmarl
 from learning_schedule import ScheduleAlgorithm
-from ray_helpers import ray_backend, run
+from popmarl.algorithm import PolicySpace
+from popmarl.payoffs import PayoffTable
+from popmarl.records import Episode, PolicySpec, TrainBudget, TrainTask
+from popmarl.rollout import RolloutWorker
+from popmarl.trainer import Trainer
+from popmarl_ray.learner import AsyncAgentInterface
+from popmarl_ray.servers import EpisodeServerActor, ParameterServerActor
+from ray_helpers import installed, ray_backend, run
 
 ray.cloudpickle.register_pickle_by_value(sys.modules[learning_schedule.__name__])  # the actors cannot import it
 
+needs_tianshou = pytest.mark.skipif(not installed("algorithms", "ppo"), reason="popmarl-tianshou not installed")
 RPS = {"env": {"name": "matrix", "params": {"game": "rps"}}, "solver": {"name": "uniform"}, "trackers": []}
 
 
@@ -46,3 +56,84 @@ def test_keep_best_keeps_the_version_that_played_best(tmp_path: Path, with_sched
     assert summary["status"] == "completed"
     for population in ("player_0", "player_1"):
         np.testing.assert_array_equal(_policy(tmp_path / "ray", f"{population}/1")["probs"], np.eye(3)[1])
+
+
+# -- on-policy learners take only episodes of their current version ------------------------
+def _episodes(version: int, n: int) -> list[Episode]:
+    """``n`` one-step episodes whose return records the weights ``version`` that played them."""
+    return [Episode(agent="player_0", obs=np.ones((1, 1), np.float32), actions=np.zeros(1, int),
+                    rewards=np.array([float(version)], np.float32), masks=None, terminated=True, truncated=False,
+                    episode_return=float(version)) for _ in range(n)]
+
+
+class _RecordingTrainer(Trainer):
+    """Notes, at each update, the learner's version and the versions of the episodes it
+    got; then acts as the workers do while a learner updates: they queue 3 episodes
+    played with the weights being updated (stale once the update is published) and 4
+    with the weights about to be published."""
+
+    def __init__(self, params: Any, data: Any, key: str) -> None:
+        self.params, self.data, self.key = params, data, key
+        self.seen: list[tuple[int, set[int]]] = []
+
+    def update(self, episodes: Sequence[Episode]) -> Mapping[str, float]:
+        version = int(ray.get(self.params.version.remote(self.key)))
+        self.seen.append((version, {int(e.episode_return) for e in episodes}))
+        ray.get(self.data.put.remote(self.key, version, _episodes(version, 3), 3))
+        ray.get(self.data.put.remote(self.key, version + 1, _episodes(version + 1, 4), 4))
+        return {}
+
+
+class _Recording(ScheduleAlgorithm):
+    """A learner with a recording trainer; ``on_policy`` set per test."""
+
+    trainer: _RecordingTrainer
+
+    def make_trainer(self, *, policy: object, space: PolicySpace, seed: int) -> Trainer:
+        return self.trainer
+
+
+@pytest.mark.parametrize("on_policy", [True, False])
+def test_on_policy_learner_updates_only_on_episodes_of_its_current_version(on_policy: bool) -> None:
+    env = popmarl.envs.load("matrix")(game="rps")
+    space = PolicySpace(population="player_0", agents=("player_0",), observation_space=env.observation_space("player_0"),
+                        action_space=env.action_space("player_0"))
+    params, data = ray.remote(ParameterServerActor).remote(), ray.remote(EpisodeServerActor).remote()
+    key = f"player_0/1#{on_policy}"
+    algorithm = type("Recording", (_Recording,), {"on_policy": on_policy})()
+    algorithm.trainer = _RecordingTrainer(params, data, key)
+    agent = AsyncAgentInterface(space=space, algorithm=algorithm, env=env, rollout=RolloutWorker(env=env, num_envs=4),
+                                params=params, data=data, max_staleness=2)
+    ray.get(data.open.remote(key))  # the workers' first batch, played with version 1
+    ray.get(data.put.remote(key, 1, _episodes(1, 4), 4))
+    task = TrainTask(spec=PolicySpec(policy_id="player_0/1", population="player_0", algorithm="recording",
+                                     iteration=1),
+                     seed=0, opponents=(), budget=TrainBudget(max_episodes=4 + 2 * 7, episodes_per_update=4))
+    result = agent.train_attempt(task, key, policy_of={}.__getitem__)
+    assert result.metrics["updates"] == 3 and result.episodes == 18  # the totals at the third take
+    if on_policy:  # max_staleness does not apply: the 3 stale episodes of each update are dropped
+        assert algorithm.trainer.seen == [(1, {1}), (2, {2}), (3, {3})]
+        assert result.metrics["dropped_episodes"] == 6
+    else:  # off-policy: episodes up to max_staleness versions old are learned from
+        assert algorithm.trainer.seen == [(1, {1}), (2, {1, 2}), (3, {2, 3})]
+        assert result.metrics["dropped_episodes"] == 0
+
+
+@needs_tianshou
+def test_ppo_learns_on_ray(tmp_path: Path) -> None:
+    """PPO on the ray backend, two workers playing while it updates, learns the best
+    response to the uniform initial policy in the prisoner's dilemma: defect (-1, where
+    uniform play earns -1.5 and cooperation -2)."""
+    config: dict[str, Any] = {
+        "env": {"name": "matrix", "params": {"game": "prisoners_dilemma"}}, "solver": {"name": "uniform"},
+        "trackers": [], "algorithm": {"name": "ppo", "params": {"hidden": [16], "lr": 1e-2, "batch_size": 64}},
+        "training": {"max_env_steps": None, "max_episodes": 3000, "episodes_per_update": 32},
+        "stopping": {"max_iterations": 1}, "backend": ray_backend(num_rollout_workers=2),
+    }
+    summary = run(config, tmp_path / "ray")
+    assert summary["status"] == "completed"
+    table = PayoffTable.load(tmp_path / "ray" / "payoffs.npz")[0]
+    # Exact payoffs of each new policy against the other population's uniform initial one.
+    assert table.values[0][1, 0] > -1.1 and table.values[1][0, 1] > -1.1, table.values
+    line = json.loads((tmp_path / "ray" / "metrics.jsonl").read_text().splitlines()[-1])
+    assert line["train/player_0/updates"] >= 5

@@ -29,7 +29,8 @@ class RayConfig:
     run's ``evaluation.num_envs`` / ``training.num_envs``), play the rollouts and fill the
     payoff table. One learner actor per population trains (or runs the exact oracle).
     Learners train asynchronously: episodes played with weights more than
-    ``max_staleness`` versions older than the learner's newest are dropped. A task whose
+    ``max_staleness`` versions older than the learner's newest are dropped (for an
+    on-policy algorithm, ppo or a2c, every episode not of its newest version). A task whose
     actor dies is retried on a replacement at most ``max_task_retries`` times. Payoff
     evaluation is cut into about ``chunks_per_worker`` batches of entries per worker.
     """

@@ -5,7 +5,9 @@ oracles and untrained algorithms go through it unchanged) whose training by roll
 does not collect itself: it publishes each new version of its weights to the parameter
 server actor (put in the object store once), and updates on whatever fresh episodes the
 rollout workers have queued for it in the episode server actor, dropping those played
-with weights more than ``max_staleness`` versions old. ``keep`` works as on every backend (:class:`~popmarl.keep.KeptWeights`): the
+with weights more than ``max_staleness`` versions old, or, for an on-policy algorithm
+(:attr:`~popmarl.algorithm.Algorithm.on_policy`: ppo, a2c), with any but its current
+weights. ``keep`` works as on every backend (:class:`~popmarl.keep.KeptWeights`): the
 learner holds the weights of the versions still in play to keep the best one.
 """
 
@@ -45,7 +47,7 @@ class AsyncAgentInterface(AgentInterface):
         super().__init__(space=space, algorithm=algorithm, env=env, rollout=rollout)
         self.params_actor = params
         self.data_actor = data
-        self.max_staleness = max_staleness
+        self.max_staleness = 0 if algorithm.on_policy else max_staleness
         self.stall_timeout_s = stall_timeout_s
         self.key = ""
 

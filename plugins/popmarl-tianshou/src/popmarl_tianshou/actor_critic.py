@@ -70,7 +70,15 @@ class ActorCriticAlgorithm(Algorithm):
 
     Their configs have at least ``lr``, ``hidden``, ``batch_size``, ``epochs``,
     ``log_std_init``, ``deterministic_eval`` and ``torch_threads``.
+
+    On-policy (:attr:`~popmarl.algorithm.Algorithm.on_policy`): Tianshou computes the
+    behaviour log-probabilities (PPO's "old" ones) and the advantages with the weights
+    being updated, which is right only for episodes those weights played; so every
+    backend feeds the trainer episodes of the learner's current version only (on
+    ``ray``, older ones are dropped whatever ``max_staleness`` says).
     """
+
+    on_policy = True
 
     def make_policy(self, *, space: PolicySpace, seed: int) -> ActorPolicy:
         c = self.config

@@ -139,8 +139,11 @@ def discrete_actions(space: PolicySpace, algorithm: str) -> int:
 
 
 class DQN(Algorithm):
-    """Double DQN oracle over discrete, masked actions."""
+    """Double DQN oracle over discrete, masked actions. Off-policy (it learns from a
+    replay buffer), so on the ray backend it also learns from episodes played with
+    weights up to ``max_staleness`` versions old."""
 
+    on_policy = False
     Config = DQNConfig
     config: DQNConfig
 

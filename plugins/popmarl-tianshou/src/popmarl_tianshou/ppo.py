@@ -3,6 +3,10 @@
 The update is Tianshou 2.0's :class:`tianshou.algorithm.PPO`; illegal actions have
 logit -inf, so ratios, entropy and sampling involve legal actions only. Discrete or Box
 (Gaussian) actions.
+
+On-policy: it learns only from episodes its current weights played (on the ray backend,
+older ones are dropped whatever ``max_staleness`` says; see
+:class:`~popmarl_tianshou.actor_critic.ActorCriticAlgorithm`).
 """
 
 from __future__ import annotations
