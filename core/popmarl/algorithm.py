@@ -45,7 +45,7 @@ class BestResponseProblem:
 class Algorithm(Component):
     """Policies and their improvement for one population.
 
-    ``on_policy``: whether the trainer may learn only from episodes played with the
+    ``on_policy``: whether the trainer must learn only from episodes played with the
     learner's current weights (policy-gradient updates such as PPO's and A2C's assume
     it). Backends that collect while the learner updates (``ray``) then give it only
     episodes of its newest version; an algorithm that learns correctly from older
