@@ -105,7 +105,9 @@ def test_async_learners_learn_even_when_actors_die(tmp_path: Path, monkeypatch: 
         assert first[f"train/{population}/window_return"] > 0.1
 
 
-def test_a_hung_worker_is_killed_and_its_batch_played_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_hung_worker_is_killed_and_its_batch_played_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                             caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="popmarl_ray")
     frozen: list[int] = []
 
     def freeze_worker(backend: KillingBackend) -> None:  # hangs without dying: no error ever comes
@@ -123,6 +125,7 @@ def test_a_hung_worker_is_killed_and_its_batch_played_again(tmp_path: Path, monk
     assert hung["status"] == "completed" and elapsed < 60
     np.testing.assert_array_equal(_table(tmp_path / "hung").values, _table(tmp_path / "local").values)
     assert hung["env_steps"] == local["env_steps"]  # the late batch counted once
+    assert "ray backend: rollout worker 0 hung: one evaluate batch for 2 s (task_timeout_s)" in caplog.text
 
 
 def test_hung_learner_and_worker_are_replaced_while_training(tmp_path: Path,

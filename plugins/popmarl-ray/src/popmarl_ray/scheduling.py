@@ -80,10 +80,11 @@ def evaluate(workers: ActorGroup, tasks: Sequence[EvalTask], *, chunks_per_worke
             ref = workers.handle(slot).evaluate.remote(batches[batch])
             running[ref] = (batch, slot, workers.generations[slot], time.monotonic())
         done, _ = ray.wait(list(running), num_returns=1, timeout=wait_s((r[3] for r in running.values()), timeout_s))
-        if not done:
+        if not done:  # a deadline passed (measured at the wait: replacing a worker takes a while)
             assert timeout_s is not None
+            now = time.monotonic()
             for ref, (batch, slot, generation, sent) in list(running.items()):
-                if time.monotonic() - sent >= timeout_s:
+                if now - sent >= timeout_s:
                     del running[ref]
                     error = late("rollout worker", slot, "one evaluate batch", timeout_s)
                     retries.failed(batch, error)
@@ -118,6 +119,7 @@ class _Attempt:
     train_ref: ray.ObjectRef | None = None
     since: float = 0.0  # when the learner last showed progress (started, or published weights)
     version: int = 0  # the newest weights version it published, as last seen
+    queued: int = 0  # the order its train call was sent in (calls to one learner run in turn)
     collecting: bool = False
     in_flight: int = 0
     batches: int = 0
@@ -171,6 +173,7 @@ class Training:
         self.load = [0] * len(workers)
         self.busy_since = [0.0] * len(workers)  # when each worker last started or finished a call
         self.attempts: list[_Attempt] = []
+        self.sent = 0
 
     def run(self, tasks: Sequence[TrainTask]) -> list[TrainResult]:
         self.attempts = [_Attempt(task=t, slot=self.slot_of[t.spec.population], task_ref=ray.put(t)) for t in tasks]
@@ -192,6 +195,8 @@ class Training:
     def _start(self, a: _Attempt) -> None:
         a.collecting, a.in_flight, a.env_steps, a.episodes = False, 0, 0, 0
         a.since, a.version = time.monotonic(), 0
+        self.sent += 1
+        a.queued = self.sent
         slot, generation = a.slot, self.learners.generations[a.slot]
         a.train_ref = self.learners.handle(slot).train.remote(a.task_ref, a.key)
         self._call(a.train_ref, "train", a, slot, generation)
@@ -223,9 +228,9 @@ class Training:
     def _check_deadlines(self) -> None:
         """Replace the workers and learners past their deadline; retry their work."""
         assert self.timeout_s is not None
-        timeout_s = self.timeout_s
+        timeout_s, now = self.timeout_s, time.monotonic()  # as at the wait: replacing an actor takes a while
         for slot in range(len(self.workers)):
-            if self.load[slot] and time.monotonic() - self.busy_since[slot] >= timeout_s:
+            if self.load[slot] and now - self.busy_since[slot] >= timeout_s:
                 generation = self.workers.generations[slot]
                 mine = [c for c in self.calls.values() if c.kind == "explore" and c.slot == slot
                         and c.generation == generation]
@@ -237,11 +242,15 @@ class Training:
                 for a in self.attempts:  # the learners were starved, not hung
                     a.since = max(a.since, time.monotonic())
         for a in self.attempts:
-            if a.result is None and time.monotonic() - a.since >= timeout_s:
+            if a.result is None and now - a.since >= timeout_s:
                 self._check_learner(a, timeout_s)
 
     def _check_learner(self, a: _Attempt, timeout_s: float) -> None:
-        """Renew the learner's deadline if it published new weights since; else restart."""
+        """Renew the learner's deadline if it published new weights since, or is still
+        busy with an earlier attempt; else restart."""
+        if any(b.result is None and b.slot == a.slot and b.queued < a.queued for b in self.attempts):
+            a.since = time.monotonic()
+            return
         try:
             version = int(ray.get(self.servers.params.version.remote(a.key), timeout=SERVER_PROBE_S))
         except Exception as exc:
