@@ -158,7 +158,7 @@ def test_a_hung_actor_fails_the_run_with_one_line_once_out_of_retries(
 
     with_killing_backend(monkeypatch, {("evaluate", 2): freeze_worker})
     with pytest.raises(Exception, match=r"^ray backend: rollout worker failed 1 times: rollout worker 0 hung: one "
-                                        r"evaluate batch for 1 s \(task_timeout_s\)"):
+                                        r"evaluate batch for 1 s \(task_timeout_s\)$"):
         run_within({**SAMPLED, "backend": _killing(task_timeout_s=1, max_task_retries=0)}, tmp_path / "run", 60)
 
 

@@ -41,7 +41,7 @@ class LateError(Exception):
 
 def late(what: str, slot: int, doing: str, timeout_s: float) -> LateError:
     """The error of the actor of ``what`` in ``slot`` that spent ``timeout_s`` on ``doing``."""
-    return LateError(f"{what} {slot} hung: {doing} for {timeout_s:g} s (task_timeout_s); killed and replaced it")
+    return LateError(f"{what} {slot} hung: {doing} for {timeout_s:g} s (task_timeout_s)")
 
 
 def first_line(exc: BaseException) -> str:
@@ -96,7 +96,7 @@ class Retries:
 
 
 class ActorGroup:
-    """A fixed number of interchangeable actors, one per slot. A dead actor is replaced
+    """A fixed number of interchangeable actors, one per slot. A dead (or hung) actor is replaced
     in its slot by a fresh one that ``restore`` gives the frozen policies again, and that
     is waited for (up to ``start_timeout_s``), so that its first call's deadline does not
     include its start; the slot's generation tells calls made to the old actor from

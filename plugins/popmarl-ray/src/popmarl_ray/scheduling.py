@@ -88,7 +88,7 @@ def evaluate(workers: ActorGroup, tasks: Sequence[EvalTask], *, chunks_per_worke
                     del running[ref]
                     error = late("rollout worker", slot, "one evaluate batch", timeout_s)
                     retries.failed(batch, error)
-                    log.warning("ray backend: %s", error)
+                    log.warning("ray backend: %s; killed and replaced it", error)
                     workers.replace(slot, generation)
                     pending.appendleft(batch)
                     idle.append(slot)
@@ -236,7 +236,7 @@ class Training:
                         and c.generation == generation]
                 error = late("rollout worker", slot, "no explore call finished", timeout_s)
                 self.worker_retries.failed(mine[0].attempt.task.spec.policy_id if mine else "explore", error)
-                log.warning("ray backend: %s", error)
+                log.warning("ray backend: %s; killed and replaced it", error)
                 self.workers.replace(slot, generation)  # its calls fail as a dead actor's: not counted again
                 self.load[slot] = 0
                 for a in self.attempts:  # the learners were starved, not hung
@@ -266,7 +266,7 @@ class Training:
             policy_id = a.task.spec.policy_id
             error = late("learner", a.slot, f"no new weights of {policy_id}", timeout_s)
             self.learner_retries.failed(policy_id, error)
-            log.warning("ray backend: %s", error)
+            log.warning("ray backend: %s; killed and replaced it", error)
             self._restart(a, replace=None if call is None else call.generation)
 
     # -- servers --------------------------------------------------------------------------
