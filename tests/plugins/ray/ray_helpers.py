@@ -1,5 +1,5 @@
 """Helpers of the ray backend tests: run configs, a tiny learning algorithm that needs no
-torch, and a backend that kills its own actors on cue."""
+torch, and a backend that kills or freezes its own actors on cue."""
 
 from __future__ import annotations
 
@@ -134,20 +134,61 @@ def with_bandit(monkeypatch: Any) -> None:
     monkeypatch.setattr(popmarl, "algorithms", popmarl.algorithms.with_component("bandit", Bandit))
 
 
-# -- a ray backend that kills its own actors -------------------------------------------------
-def kill_pid(pid: int, *, delay_s: float = 0.0) -> threading.Thread | None:
-    """SIGKILL ``pid`` now, or from a thread after ``delay_s``."""
+def run_within(config: Mapping[str, Any], out: Any, seconds: float) -> dict[str, Any]:
+    """:func:`run`, failing the test if it takes more than ``seconds`` (a hung run is
+    left behind in a daemon thread)."""
+    outcome: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            outcome["summary"] = run(config, out)
+        except BaseException as exc:  # re-raised in the test's thread
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if thread.is_alive():
+        raise AssertionError(f"the run did not finish within {seconds:g} s")
+    if "error" in outcome:
+        raise outcome["error"]
+    return dict(outcome["summary"])
+
+
+# -- a ray backend that kills (or freezes) its own actors --------------------------------------
+def kill_pid(pid: int, *, delay_s: float = 0.0, sig: int = signal.SIGKILL) -> threading.Thread | None:
+    """Send ``sig`` (SIGKILL; SIGSTOP freezes the actor: it hangs without dying) to
+    ``pid`` now, or from a thread after ``delay_s``."""
     if delay_s <= 0:
-        os.kill(pid, signal.SIGKILL)
+        os.kill(pid, sig)
         return None
-    thread = threading.Thread(target=lambda: (time.sleep(delay_s), _kill_quietly(pid)), daemon=True)
+    thread = threading.Thread(target=lambda: (time.sleep(delay_s), _signal_quietly(pid, sig)), daemon=True)
     thread.start()
     return thread
 
 
-def _kill_quietly(pid: int) -> None:
+def stop_pid(pid: int, *, delay_s: float = 0.0) -> threading.Thread | None:
+    """Freeze ``pid`` (SIGSTOP): the actor neither answers nor dies."""
+    STOPPED.append(pid)
+    return kill_pid(pid, delay_s=delay_s, sig=signal.SIGSTOP)
+
+
+#: Processes frozen by :func:`stop_pid` (the tests kill any left at their end).
+STOPPED: list[int] = []
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether ``pid`` runs (not gone, not a zombie)."""
     try:
-        os.kill(pid, signal.SIGKILL)
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def _signal_quietly(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
     except ProcessLookupError:
         pass
 
@@ -155,8 +196,9 @@ def _kill_quietly(pid: int) -> None:
 class KillingBackend(RayBackend):
     """The ray backend, with a plan of kills: ``KillingBackend.plan`` maps
     ``("evaluate" | "train", call number)`` to a function ``(backend) -> None`` run just
-    before that call. It notes the worker pids at every call (``seen_workers``); the
-    last instance is kept in ``KillingBackend.last``."""
+    before that call. At every call it notes the call's kind (``call_kinds``), the worker
+    pids (``seen_workers``) and the servers' stream counts (``seen_streams``); the last
+    instance is kept in ``KillingBackend.last``."""
 
     plan: dict[tuple[str, int], Callable[[KillingBackend], None]] = {}
     last: KillingBackend | None = None
@@ -165,11 +207,15 @@ class KillingBackend(RayBackend):
         super().__init__(**kwargs)
         self.calls = {"evaluate": 0, "train": 0}
         self.seen_workers: list[tuple[int, ...]] = []
+        self.seen_streams: list[tuple[int, int]] = []
+        self.call_kinds: list[str] = []
         KillingBackend.last = self
 
     def _before(self, kind: str) -> None:
         self.calls[kind] += 1
+        self.call_kinds.append(kind)
         self.seen_workers.append(tuple(self.worker_pids()))
+        self.seen_streams.append(self.open_streams())
         action = self.plan.get((kind, self.calls[kind]))
         if action is not None:
             action(self)

@@ -1,9 +1,16 @@
-"""Faults: killed rollout workers and learners are replaced and their work retried, with
-no payoff entry lost or counted twice."""
+"""Faults: killed or hung rollout workers and learners are replaced and their work
+retried, with no payoff entry lost or counted twice; killed servers are replaced and the
+run goes on."""
 
 from __future__ import annotations
 
 import json
+import logging
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +18,18 @@ import numpy as np
 import pytest
 
 from popmarl.payoffs import PayoffTable
-from ray_helpers import MATRIX_EXACT, KillingBackend, kill_pid, run, with_bandit, with_killing_backend
+from ray_helpers import (
+    MATRIX_EXACT,
+    STOPPED,
+    KillingBackend,
+    kill_pid,
+    pid_alive,
+    run,
+    run_within,
+    stop_pid,
+    with_bandit,
+    with_killing_backend,
+)
 
 #: Payoff entries filled by sampling on the workers (pure strategies: the samples are exact).
 SAMPLED = {**MATRIX_EXACT, "evaluation": {"exact": "never", "episodes_per_entry": 2000}}
@@ -23,6 +41,21 @@ def _killing(**params: Any) -> dict[str, Any]:
 
 def _table(run_dir: Path) -> PayoffTable:
     return PayoffTable.load(run_dir / "payoffs.npz")[0]
+
+
+#: The bandit learning a 8x8 matrix game for ``max_iterations`` PSRO iterations.
+LEARNING = {**MATRIX_EXACT, "algorithm": {"name": "bandit"},
+            "training": {"max_env_steps": 4000, "episodes_per_update": 50, "window": 200}}
+
+
+@pytest.fixture(autouse=True)
+def no_frozen_processes() -> Iterator[None]:
+    """Kill whatever a test froze and Ray did not (a failed test must not leave one)."""
+    yield
+    for pid in STOPPED:
+        if pid_alive(pid):
+            os.kill(pid, signal.SIGKILL)
+    STOPPED.clear()
 
 
 def test_killed_workers_and_learner_are_replaced_and_nothing_is_lost(
@@ -70,3 +103,95 @@ def test_async_learners_learn_even_when_actors_die(tmp_path: Path, monkeypatch: 
         assert first[f"train/{population}/updates"] >= 5  # many updates while the workers played
         # A best response to a uniform opponent beats it (the bandit learned something).
         assert first[f"train/{population}/window_return"] > 0.1
+
+
+def test_a_hung_worker_is_killed_and_its_batch_played_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                             caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="popmarl_ray")
+    frozen: list[int] = []
+
+    def freeze_worker(backend: KillingBackend) -> None:  # hangs without dying: no error ever comes
+        frozen.append(backend.worker_pids()[0])
+        stop_pid(frozen[0])
+
+    with_killing_backend(monkeypatch, {("evaluate", 2): freeze_worker})
+    start = time.monotonic()
+    hung = run_within({**SAMPLED, "backend": _killing(task_timeout_s=2)}, tmp_path / "hung", 120)
+    elapsed = time.monotonic() - start
+    backend = KillingBackend.last
+    assert backend is not None and backend.replacements == 1
+    assert frozen[0] not in backend.seen_workers[-1] and not pid_alive(frozen[0])  # killed, and replaced
+    local = run({**SAMPLED, "backend": "local"}, tmp_path / "local")
+    assert hung["status"] == "completed" and elapsed < 60
+    np.testing.assert_array_equal(_table(tmp_path / "hung").values, _table(tmp_path / "local").values)
+    assert hung["env_steps"] == local["env_steps"]  # the late batch counted once
+    assert "ray backend: rollout worker 0 hung: one evaluate batch for 2 s (task_timeout_s)" in caplog.text
+
+
+def test_hung_learner_and_worker_are_replaced_while_training(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    with_bandit(monkeypatch)
+    frozen: list[int] = []
+
+    def freeze(backend: KillingBackend) -> None:
+        frozen.append(backend.learner_pids()["player_1"])  # it stops publishing weights
+        frozen.append(backend.worker_pids()[0])  # its explore calls never return
+        stop_pid(frozen[0])
+        stop_pid(frozen[1], delay_s=0.2)
+
+    with_killing_backend(monkeypatch, {("train", 1): freeze})
+    summary = run_within({**LEARNING, "stopping": {"max_iterations": 1}, "backend": _killing(task_timeout_s=2)},
+                         tmp_path / "run", 120)
+    assert summary["status"] == "completed"
+    backend = KillingBackend.last
+    assert backend is not None and backend.replacements == 2
+    assert not any(pid_alive(pid) for pid in frozen)
+    assert [len(p["policies"]) for p in summary["populations"].values()] == [2, 2]
+    first = json.loads((tmp_path / "run" / "metrics.jsonl").read_text().splitlines()[0])
+    assert first["train/player_1/window_return"] > 0.1  # the restarted attempt learned
+
+
+def test_a_hung_actor_fails_the_run_with_one_line_once_out_of_retries(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def freeze_worker(backend: KillingBackend) -> None:
+        stop_pid(backend.worker_pids()[0])
+
+    with_killing_backend(monkeypatch, {("evaluate", 2): freeze_worker})
+    with pytest.raises(Exception, match=r"^ray backend: rollout worker failed 1 times: rollout worker 0 hung: one "
+                                        r"evaluate batch for 1 s \(task_timeout_s\)$"):
+        run_within({**SAMPLED, "backend": _killing(task_timeout_s=1, max_task_retries=0)}, tmp_path / "run", 60)
+
+
+def test_killed_servers_are_replaced_and_the_run_goes_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         caplog: pytest.LogCaptureFixture) -> None:
+    with_bandit(monkeypatch)
+    killed: dict[str, int] = {}
+
+    def kill_server(name: str) -> Any:
+        def action(backend: KillingBackend) -> None:  # once episodes flow to a learner (a stream is open)
+            killed[name] = backend.server_pids()[name]
+
+            def watch() -> None:
+                while backend.open_streams()[1] == 0:
+                    time.sleep(0.01)
+                kill_pid(killed[name])
+            threading.Thread(target=watch, daemon=True).start()
+        return action
+
+    with_killing_backend(monkeypatch, {("train", 1): kill_server("params"), ("train", 2): kill_server("data")})
+    caplog.set_level(logging.WARNING, logger="popmarl_ray")
+    summary = run_within({**LEARNING, "stopping": {"max_iterations": 2}, "backend": _killing()}, tmp_path / "run",
+                         120)
+    assert summary["status"] == "completed"
+    backend = KillingBackend.last
+    assert backend is not None and backend.replacements == 2  # both servers; no learner or worker
+    assert not pid_alive(killed["params"]) and not pid_alive(killed["data"])
+    assert "the parameter server died; replaced it" in caplog.text
+    assert "the episode server died; replaced it" in caplog.text
+    assert [len(p["policies"]) for p in summary["populations"].values()] == [3, 3]
+    metrics = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert all(m[f"train/{p}/updates"] >= 5 for m in metrics for p in ("player_0", "player_1"))
+    # Every training attempt's state was dropped from the servers once it ended.
+    evaluations = [s for k, s in zip(backend.call_kinds, backend.seen_streams) if k == "evaluate"]
+    assert evaluations and all(s == (0, 0) for s in evaluations)
+

@@ -62,6 +62,35 @@ def test_episode_server_drops_stale_episodes_and_refuses_closed_keys() -> None:
     asyncio.run(scenario())
 
 
+def test_episode_server_drops_the_streams_of_ended_attempts() -> None:
+    async def scenario() -> None:
+        server = EpisodeServerActor(capacity=5)
+        for attempt in range(50):
+            key = f"p#{attempt}"
+            waiter = asyncio.ensure_future(server.wait_open(key, 5))
+            await asyncio.sleep(0)
+            await server.open(key)
+            assert await waiter == "open"
+            assert await server.put(key, 1, [_episode(1.0)] * 3, 3)
+            batch = await server.take(key, min_items=1, min_version=1, timeout_s=0.01)
+            assert len(batch.episodes) == 3 and not batch.closed
+            await server.close(key)
+        assert await server.size() == 0  # nothing kept of 50 ended attempts
+        assert await server.wait_open("p#0", 0.01) == "closed"  # still refused when late
+        assert not await server.put("p#0", 2, [_episode(1.0)], 1) and await server.size() == 0
+        await server.open("p#0")
+        assert (await server.take("p#0", min_items=1, min_version=0, timeout_s=0.01)).closed
+        assert await server.wait_open("never", 0.01) == "new" and await server.size() == 0  # a wait leaves nothing
+        assert not await server.put("never", 1, [_episode(1.0)], 1) and await server.size() == 0
+        await server.open("k")
+        waiter = asyncio.ensure_future(server.take("k", min_items=1, min_version=0, timeout_s=5))
+        await asyncio.sleep(0.01)
+        await server.close("k")  # wakes its learner, which stops
+        assert (await waiter).closed and await server.size() == 0
+
+    asyncio.run(scenario())
+
+
 def test_parameter_server_versions() -> None:
     server = ParameterServerActor()
     assert server.pull("k", 0) is None and server.version("k") == 0
@@ -94,3 +123,6 @@ def test_config_defaults_and_validation() -> None:
         RayConfig(address="http://head/")
     with pytest.raises(ValueError):
         RayConfig(num_rollout_workers=0)
+    assert config.task_timeout_s == 600 and RayConfig(task_timeout_s=None).task_timeout_s is None
+    with pytest.raises(ValueError, match="must be > 0"):
+        RayConfig(task_timeout_s=0)

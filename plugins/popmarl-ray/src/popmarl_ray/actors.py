@@ -96,6 +96,11 @@ class RolloutWorkerActor(_Actor):
         self.data = data
         self._acting: dict[str, tuple[int, Policy]] = {}
 
+    def use_servers(self, params: Any, data: Any) -> None:
+        """Call these servers from now on (they replace dead ones; versions start anew)."""
+        self.params, self.data = params, data
+        self._acting.clear()
+
     def evaluate(self, tasks: Sequence[EvalTask]) -> list[EvalResult]:
         """A batch of payoff entries (exact, or sampled in one shared vector of games)."""
         return self.executor.evaluate(tasks)
@@ -150,6 +155,11 @@ class LearnerActor(_Actor):
                 space=setup.spaces[population], algorithm=self.executor.algorithm, env=self.executor.env,
                 rollout=self.executor.train_rollout, params=params, data=data, max_staleness=max_staleness,
             )
+
+    def use_servers(self, params: Any, data: Any) -> None:
+        """Call these servers from now on (they replace dead ones)."""
+        if self._error is None:
+            self.agent.params_actor, self.agent.data_actor = params, data
 
     def train(self, task: TrainTask, key: str) -> TrainResult:
         """Produce the task's policy; training episodes and weights go under ``key``."""

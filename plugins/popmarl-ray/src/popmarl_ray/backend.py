@@ -27,10 +27,10 @@ from popmarl_ray.faults import (
     ActorGroup,
     RayBackendError,
     Retries,
+    Servers,
     actor_died,
     first_line,
     is_ray_failure,
-    kill,
     raise_if_user_error,
 )
 from popmarl_ray.servers import EpisodeServerActor, ParameterServerActor
@@ -51,9 +51,7 @@ class RayBackend(Backend):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._started_ray = False
-        self._servers: list[Any] = []
-        self._params: Any = None
-        self._data: Any = None
+        self.servers: Servers | None = None
         self.populations: tuple[str, ...] = ()
         self.workers: ActorGroup | None = None
         self.learners: ActorGroup | None = None
@@ -76,24 +74,26 @@ class RayBackend(Backend):
         self.populations = tuple(setup.mapping.populations)
         self._check_resources()
         local = local_components(setup)
-        params = remote(ParameterServerActor).options(num_cpus=0).remote()
-        data = remote(EpisodeServerActor).options(num_cpus=0).remote()
-        self._params, self._data, self._servers = params, data, [params, data]
+        servers = self.servers = Servers(
+            make={"params": lambda: remote(ParameterServerActor).options(num_cpus=0).remote(),
+                  "data": lambda: remote(EpisodeServerActor).options(num_cpus=0).remote()},
+            on_replace=self._use_servers)
 
         def worker(slot: int) -> Any:
             options = remote(RolloutWorkerActor).options(num_cpus=config.num_cpus_per_worker)
-            return options.remote(setup, local, config.num_cpus_per_worker, params, data)
+            return options.remote(setup, local, config.num_cpus_per_worker, servers.params, servers.data)
 
         def learner(slot: int) -> Any:
             options = remote(LearnerActor).options(num_cpus=config.num_cpus_per_learner,
                                                    num_gpus=config.num_gpus_per_learner)
-            return options.remote(setup, local, config.num_cpus_per_learner, self.populations[slot], params, data,
-                                  config.max_staleness)
+            return options.remote(setup, local, config.num_cpus_per_learner, self.populations[slot], servers.params,
+                                  servers.data, config.max_staleness)
 
         self.workers = ActorGroup(what="rollout worker", size=config.num_rollout_workers, make=worker,
-                                  restore=self._restore)
-        self.learners = ActorGroup(what="learner", size=len(self.populations), make=learner, restore=self._restore)
-        refs = [params.ready.remote(), data.ready.remote(), *self.workers.ready_refs(), *self.learners.ready_refs()]
+                                  restore=self._restore, start_timeout_s=config.start_timeout_s)
+        self.learners = ActorGroup(what="learner", size=len(self.populations), make=learner, restore=self._restore,
+                                   start_timeout_s=config.start_timeout_s)
+        refs = [*servers.ready_refs(), *self.workers.ready_refs(), *self.learners.ready_refs()]
         try:
             ray.get(refs, timeout=config.start_timeout_s)
         except GetTimeoutError:
@@ -132,15 +132,21 @@ class RayBackend(Backend):
         if self._policies:
             handle.add_policies.remote(list(self._policies), *self._policies.values())
 
+    def _use_servers(self, params: Any, data: Any) -> None:
+        """Hand replacement servers to every worker and learner (before their next call)."""
+        for group in (self.workers, self.learners):
+            for handle in group.handles if group is not None else ():
+                handle.use_servers.remote(params, data)
+
     def close(self) -> None:
         for group in (self.workers, self.learners):
             if group is not None:
                 self._replaced += group.replaced
                 group.close()
-        for server in self._servers:
-            kill(server)
-        self.workers = self.learners = None
-        self._servers = []
+        if self.servers is not None:
+            self._replaced += self.servers.replaced
+            self.servers.close()
+        self.workers = self.learners = self.servers = None
         self._policies = {}
         cluster.disconnect(self._started_ray)
         self._started_ray = False
@@ -151,6 +157,11 @@ class RayBackend(Backend):
             raise RayBackendError("ray backend: not started (call start before any task)")
         return self.workers, self.learners
 
+    def _servers(self) -> Servers:
+        if self.servers is None:
+            raise RayBackendError("ray backend: not started (call start before any task)")
+        return self.servers
+
     def add_policy(self, policy_id: str, weights: Weights) -> None:
         workers, learners = self._groups()
         ref = ray.put(dict(weights))
@@ -160,15 +171,16 @@ class RayBackend(Backend):
 
     def train(self, tasks: Sequence[TrainTask]) -> list[TrainResult]:
         workers, learners = self._groups()
-        training = scheduling.Training(learners=learners, workers=workers, data=self._data, params=self._params,
+        training = scheduling.Training(learners=learners, workers=workers, servers=self._servers(),
                                        slot_of={p: k for k, p in enumerate(self.populations)},
-                                       max_retries=self.config.max_task_retries)
+                                       max_retries=self.config.max_task_retries,
+                                       timeout_s=self.config.task_timeout_s)
         return training.run(tasks)
 
     def evaluate(self, tasks: Sequence[EvalTask]) -> list[EvalResult]:
         workers, _ = self._groups()
         return scheduling.evaluate(workers, tasks, chunks_per_worker=self.config.chunks_per_worker,
-                                   max_retries=self.config.max_task_retries)
+                                   max_retries=self.config.max_task_retries, timeout_s=self.config.task_timeout_s)
 
     def learn(self, task: LearnTask) -> LearnResult:
         """Co-training runs in the first learner actor, like ``local`` runs it in-process
@@ -189,14 +201,17 @@ class RayBackend(Backend):
                     learners.replace(0, generation)
 
     # -- inspection (tests, tools) ----------------------------------------------------
-    def worker_pids(self) -> list[int]:
-        """The process id of each rollout worker, by slot (-1 for a worker that died and
-        has not been replaced yet: that happens when its next task fails)."""
+    def worker_pids(self, timeout_s: float = 5.0) -> list[int]:
+        """The process id of each rollout worker, by slot (-1 for a worker that died, or
+        does not answer within ``timeout_s``, and has not been replaced yet: that happens
+        when its next task fails or runs late)."""
         workers, _ = self._groups()
+        refs = [handle.pid.remote() for handle in workers.handles]
+        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=timeout_s)
         pids = []
-        for handle in workers.handles:
+        for ref in refs:
             try:
-                pids.append(int(ray.get(handle.pid.remote())))
+                pids.append(int(ray.get(ref)) if ref in ready else -1)
             except ray.exceptions.RayActorError:
                 pids.append(-1)
         return pids
@@ -206,10 +221,21 @@ class RayBackend(Backend):
         _, learners = self._groups()
         return dict(zip(self.populations, ray.get([h.pid.remote() for h in learners.handles])))
 
+    def server_pids(self) -> dict[str, int]:
+        """The process id of the parameter server (``params``) and episode server (``data``)."""
+        servers = self._servers()
+        return {"params": int(ray.get(servers.params.ready.remote())), "data": int(ray.get(servers.data.ready.remote()))}
+
+    def open_streams(self) -> tuple[int, int]:
+        """How many training attempts the parameter server and the episode server hold state for."""
+        servers = self._servers()
+        return int(ray.get(servers.params.size.remote())), int(ray.get(servers.data.size.remote()))
+
     @property
     def replacements(self) -> int:
-        """How many dead actors were replaced during the run (so far)."""
-        return self._replaced + sum(g.replaced for g in (self.workers, self.learners) if g is not None)
+        """How many dead or hung actors (servers included) were replaced during the run (so far)."""
+        live = sum(g.replaced for g in (self.workers, self.learners, self.servers) if g is not None)
+        return self._replaced + live
 
 
 def local_components(setup: RunSetup) -> LocalComponents:

@@ -31,7 +31,10 @@ class RayConfig:
     Learners train asynchronously: episodes played with weights more than
     ``max_staleness`` versions older than the learner's newest are dropped (for an
     on-policy algorithm, ppo or a2c, every episode not of its newest version). A task whose
-    actor dies is retried on a replacement at most ``max_task_retries`` times. Payoff
+    actor dies, or that is late, is retried on a replacement at most ``max_task_retries``
+    times: an actor busy for ``task_timeout_s`` without finishing a call (a learner:
+    without publishing new weights) is taken for hung, killed and replaced (null: no
+    deadline). A dead parameter or episode server is replaced too. Payoff
     evaluation is cut into about ``chunks_per_worker`` batches of entries per worker.
     """
 
@@ -44,6 +47,7 @@ class RayConfig:
     num_gpus_per_learner: float = attrs.field(default=0.0, validator=non_negative)
     max_staleness: int = attrs.field(default=2, validator=non_negative)
     max_task_retries: int = attrs.field(default=3, validator=non_negative)
+    task_timeout_s: float | None = attrs.field(default=600.0, validator=optional(positive))
     chunks_per_worker: int = attrs.field(default=4, validator=at_least_one)
     connect_timeout_s: float = attrs.field(default=10.0, validator=positive)
     start_timeout_s: float = attrs.field(default=300.0, validator=positive)

@@ -7,15 +7,19 @@ purpose (a :class:`popmarl.errors.UserError`) is re-raised as is.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Hashable
 from typing import Any
 
 import ray
-from ray.exceptions import RayActorError, RayError, RayTaskError
+from ray.exceptions import GetTimeoutError, RayActorError, RayError, RayTaskError
 
 from popmarl.errors import UserError
 
 ActorHandle = Any
+log = logging.getLogger("popmarl_ray")
+#: How long a server may take to answer ``ready`` before it is taken for hung.
+SERVER_PROBE_S = 30.0
 
 
 class RayBackendError(UserError):
@@ -29,6 +33,15 @@ class RayBackendError(UserError):
 
 class RayConnectionError(UserError):
     """No Ray to connect to at the configured address."""
+
+
+class LateError(Exception):
+    """An actor ran past its deadline (``task_timeout_s``): it is taken for hung."""
+
+
+def late(what: str, slot: int, doing: str, timeout_s: float) -> LateError:
+    """The error of the actor of ``what`` in ``slot`` that spent ``timeout_s`` on ``doing``."""
+    return LateError(f"{what} {slot} hung: {doing} for {timeout_s:g} s (task_timeout_s)")
 
 
 def first_line(exc: BaseException) -> str:
@@ -83,15 +96,18 @@ class Retries:
 
 
 class ActorGroup:
-    """A fixed number of interchangeable actors, one per slot. A dead actor is replaced
-    in its slot by a fresh one that ``restore`` gives the frozen policies again; the slot's
-    generation tells calls made to the old actor from calls made to the new one."""
+    """A fixed number of interchangeable actors, one per slot. A dead (or hung) actor is replaced
+    in its slot by a fresh one that ``restore`` gives the frozen policies again, and that
+    is waited for (up to ``start_timeout_s``), so that its first call's deadline does not
+    include its start; the slot's generation tells calls made to the old actor from
+    calls made to the new one."""
 
     def __init__(self, *, what: str, size: int, make: Callable[[int], ActorHandle],
-                 restore: Callable[[ActorHandle], None]) -> None:
+                 restore: Callable[[ActorHandle], None], start_timeout_s: float = 300.0) -> None:
         self.what = what
         self._make = make
         self._restore = restore
+        self.start_timeout_s = start_timeout_s
         self.handles: list[ActorHandle] = [make(slot) for slot in range(size)]
         self.generations = [0] * size
         self.replaced = 0
@@ -112,6 +128,15 @@ class ActorGroup:
         self.handles[slot] = fresh
         self.generations[slot] += 1
         self.replaced += 1
+        try:
+            ray.get(fresh.ready.remote(), timeout=self.start_timeout_s)
+        except GetTimeoutError:
+            raise RayBackendError(f"ray backend: the new {self.what} {slot} did not start within "
+                                  f"{self.start_timeout_s:g} s (start_timeout_s)") from None
+        except RayError as exc:
+            raise_if_user_error(exc)
+            raise RayBackendError(f"ray backend: the new {self.what} {slot} failed to start: {first_line(exc)}",
+                                  detail=str(exc)) from None
         return True
 
     def ready_refs(self) -> list[ray.ObjectRef]:
@@ -130,3 +155,51 @@ def kill(handle: ActorHandle) -> None:
         ray.kill(handle, no_restart=True)
     except Exception:  # already gone, or Ray shutting down
         pass
+
+
+class Servers:
+    """The run's parameter server and episode server. A dead (or unanswering) one is
+    replaced by a fresh, empty one; ``on_replace`` hands the new pair to every actor
+    that calls them. ``generation`` tells calls made before a replacement from later ones."""
+
+    NAMES = {"params": "parameter server", "data": "episode server"}
+
+    def __init__(self, *, make: dict[str, Callable[[], ActorHandle]],
+                 on_replace: Callable[[ActorHandle, ActorHandle], None]) -> None:
+        self._make = make
+        self._on_replace = on_replace
+        self.params: ActorHandle = make["params"]()
+        self.data: ActorHandle = make["data"]()
+        self.generation = 0
+        self.replaced = 0
+
+    def ready_refs(self) -> list[ray.ObjectRef]:
+        return [self.params.ready.remote(), self.data.ready.remote()]
+
+    def revive(self) -> list[str]:
+        """Replace each server that is dead or does not answer; the names of those replaced."""
+        dead = [name for name in self.NAMES if not _answers(getattr(self, name))]
+        for name in dead:
+            kill(getattr(self, name))
+            setattr(self, name, self._make[name]())
+            message = (f"ray backend: the {self.NAMES[name]} died; replaced it (the training attempts in flight "
+                       "restart)")
+            log.warning(message)
+        if dead:
+            ray.get(self.ready_refs(), timeout=SERVER_PROBE_S)
+            self.generation += 1
+            self.replaced += len(dead)
+            self._on_replace(self.params, self.data)
+        return [self.NAMES[name] for name in dead]
+
+    def close(self) -> None:
+        kill(self.params)
+        kill(self.data)
+
+
+def _answers(handle: ActorHandle) -> bool:
+    try:
+        ray.get(handle.ready.remote(), timeout=SERVER_PROBE_S)
+    except (GetTimeoutError, RayActorError):
+        return False
+    return True

@@ -39,6 +39,10 @@ class StalledError(PopmarlError):
     """No episodes reached a learner for too long."""
 
 
+class AttemptClosedError(PopmarlError):
+    """The driver ended the training attempt (e.g. a server it used was replaced)."""
+
+
 class AsyncAgentInterface(AgentInterface):
     """An AgentInterface whose trainer learns from episodes rollout worker actors play."""
 
@@ -74,6 +78,8 @@ class AsyncAgentInterface(AgentInterface):
                 batch = ray.get(self.data_actor.take.remote(
                     self.key, min_items=budget.episodes_per_update,
                     min_version=version - self.max_staleness, timeout_s=TAKE_TIMEOUT_S))
+                if batch.closed:
+                    raise AttemptClosedError(f"learner {self.space.population}: training attempt {self.key} closed")
                 now = time.monotonic()
                 if batch.episodes:
                     last_data = now

@@ -9,13 +9,19 @@ Training starts every population's learner at once. A learner that trains by rol
 opens its queue on the episode server; from then on the workers play batches of its
 episodes (two calls in flight per worker, spread over the learners still training)
 until it returns its policy. A dead worker or learner is replaced and its work retried.
+
+Deadlines (``timeout_s``): a worker busy for ``timeout_s`` without finishing a call, or
+a learner that publishes no new weights for ``timeout_s`` (an exact oracle: whose call
+takes longer), is taken for hung: killed, replaced, and its work retried, counted like
+a death. A dead parameter or episode server is replaced; the training attempts in
+flight then restart on fresh learners (their episodes and weights died with it).
 """
 
 from __future__ import annotations
 
+import time
 from collections import deque
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Iterable, Sequence
 
 import attrs
 import numpy as np
@@ -23,7 +29,7 @@ import ray
 
 from popmarl.records import EvalResult, EvalTask, TrainResult, TrainTask
 from popmarl_ray.actors import ExploreReport, writable
-from popmarl_ray.faults import ActorGroup, Retries, actor_died, is_ray_failure
+from popmarl_ray.faults import SERVER_PROBE_S, ActorGroup, Retries, Servers, actor_died, is_ray_failure, late, log
 
 #: Explore calls kept in flight per worker, so a worker never waits for the driver.
 EXPLORE_IN_FLIGHT = 2
@@ -47,24 +53,47 @@ def split(tasks: Sequence[EvalTask], parts: int) -> list[list[EvalTask]]:
     ]
 
 
+def wait_s(starts: Iterable[float], timeout_s: float | None) -> float | None:
+    """How long to wait for a result before the first of the deadlines ``start +
+    timeout_s`` passes (None: no deadline)."""
+    first = min(starts, default=None)
+    if timeout_s is None or first is None:
+        return None
+    return max(0.0, first + timeout_s - time.monotonic())
+
+
 def evaluate(workers: ActorGroup, tasks: Sequence[EvalTask], *, chunks_per_worker: int,
-             max_retries: int) -> list[EvalResult]:
-    """Every entry of ``tasks``, batches spread over the free workers."""
+             max_retries: int, timeout_s: float | None = None) -> list[EvalResult]:
+    """Every entry of ``tasks``, batches spread over the free workers; a batch not done
+    within ``timeout_s`` is played again on a fresh worker."""
     if not tasks:
         return []
     batches = split(tasks, len(workers) * chunks_per_worker)
     pending = deque(range(len(batches)))
     idle = deque(range(len(workers)))
-    running: dict[ray.ObjectRef, tuple[int, int, int]] = {}  # ref -> (batch, slot, generation)
+    running: dict[ray.ObjectRef, tuple[int, int, int, float]] = {}  # ref -> (batch, slot, generation, sent)
     results: dict[tuple[int, ...], EvalResult] = {}
     retries = Retries("rollout worker", max_retries)
     while pending or running:
         while pending and idle:
             batch, slot = pending.popleft(), idle.popleft()
             ref = workers.handle(slot).evaluate.remote(batches[batch])
-            running[ref] = (batch, slot, workers.generations[slot])
-        done, _ = ray.wait(list(running), num_returns=1)
-        batch, slot, generation = running.pop(done[0])
+            running[ref] = (batch, slot, workers.generations[slot], time.monotonic())
+        done, _ = ray.wait(list(running), num_returns=1, timeout=wait_s((r[3] for r in running.values()), timeout_s))
+        if not done:  # a deadline passed (measured at the wait: replacing a worker takes a while)
+            assert timeout_s is not None
+            now = time.monotonic()
+            for ref, (batch, slot, generation, sent) in list(running.items()):
+                if now - sent >= timeout_s:
+                    del running[ref]
+                    error = late("rollout worker", slot, "one evaluate batch", timeout_s)
+                    retries.failed(batch, error)
+                    log.warning("ray backend: %s; killed and replaced it", error)
+                    workers.replace(slot, generation)
+                    pending.appendleft(batch)
+                    idle.append(slot)
+            continue
+        batch, slot, generation, _sent = running.pop(done[0])
         try:
             for result in ray.get(done[0]):
                 results.setdefault(tuple(result.index), result)
@@ -87,6 +116,10 @@ class _Attempt:
     slot: int
     task_ref: ray.ObjectRef
     number: int = 0
+    train_ref: ray.ObjectRef | None = None
+    since: float = 0.0  # when the learner last showed progress (started, or published weights)
+    version: int = 0  # the newest weights version it published, as last seen
+    queued: int = 0  # the order its train call was sent in (calls to one learner run in turn)
     collecting: bool = False
     in_flight: int = 0
     batches: int = 0
@@ -113,57 +146,148 @@ class _Attempt:
 @attrs.frozen
 class _Call:
     """What an outstanding call was: its kind, its attempt (and that attempt's number
-    then), the actor's slot and generation."""
+    then), the actor's slot and generation, and the servers' generation."""
 
     kind: str
     attempt: _Attempt
     number: int
     slot: int
     generation: int
+    servers: int
 
 
 class Training:
     """One ``train`` call: learners, the explore batches fed to them, failures."""
 
-    def __init__(self, *, learners: ActorGroup, workers: ActorGroup, data: Any, params: Any,
-                 slot_of: dict[str, int], max_retries: int) -> None:
+    def __init__(self, *, learners: ActorGroup, workers: ActorGroup, servers: Servers, slot_of: dict[str, int],
+                 max_retries: int, timeout_s: float | None = None) -> None:
         self.learners = learners
         self.workers = workers
-        self.data = data
-        self.params = params
+        self.servers = servers
         self.slot_of = slot_of
+        self.timeout_s = timeout_s
         self.learner_retries = Retries("learner", max_retries)
         self.worker_retries = Retries("rollout worker", max_retries)
+        self.server_retries = Retries("ray servers", max_retries)
         self.calls: dict[ray.ObjectRef, _Call] = {}
         self.load = [0] * len(workers)
+        self.busy_since = [0.0] * len(workers)  # when each worker last started or finished a call
+        self.attempts: list[_Attempt] = []
+        self.sent = 0
 
     def run(self, tasks: Sequence[TrainTask]) -> list[TrainResult]:
-        attempts = [_Attempt(task=t, slot=self.slot_of[t.spec.population], task_ref=ray.put(t)) for t in tasks]
-        for a in attempts:
+        self.attempts = [_Attempt(task=t, slot=self.slot_of[t.spec.population], task_ref=ray.put(t)) for t in tasks]
+        for a in self.attempts:
             self._start(a)
-        while any(a.result is None for a in attempts):
-            done, _ = ray.wait(list(self.calls), num_returns=1)
-            call = self.calls.pop(done[0])
-            getattr(self, f"_on_{call.kind}")(done[0], call)
-            self._feed([a for a in attempts if a.collecting and a.result is None])
-        return [a.result for a in attempts if a.result is not None]
+        while any(a.result is None for a in self.attempts):
+            done, _ = ray.wait(list(self.calls), num_returns=1, timeout=self._wait_s())
+            if done:
+                call = self.calls.pop(done[0])
+                getattr(self, f"_on_{call.kind}")(done[0], call)
+            else:
+                self._check_deadlines()
+            self._feed([a for a in self.attempts if a.collecting and a.result is None])
+        return [a.result for a in self.attempts if a.result is not None]
+
+    def _call(self, ref: ray.ObjectRef, kind: str, a: _Attempt, slot: int, generation: int) -> None:
+        self.calls[ref] = _Call(kind, a, a.number, slot, generation, self.servers.generation)
 
     def _start(self, a: _Attempt) -> None:
         a.collecting, a.in_flight, a.env_steps, a.episodes = False, 0, 0, 0
+        a.since, a.version = time.monotonic(), 0
+        self.sent += 1
+        a.queued = self.sent
         slot, generation = a.slot, self.learners.generations[a.slot]
-        self.calls[self.learners.handle(slot).train.remote(a.task_ref, a.key)] = _Call("train", a, a.number, slot,
-                                                                                        generation)
+        a.train_ref = self.learners.handle(slot).train.remote(a.task_ref, a.key)
+        self._call(a.train_ref, "train", a, slot, generation)
         self._wait_open(a)
 
+    def _restart(self, a: _Attempt, *, replace: int | None) -> None:
+        """End the attempt, replace its learner if it is the one of generation ``replace``,
+        and start the next attempt."""
+        self._end(a)
+        if replace is not None:
+            self.learners.replace(a.slot, replace)
+        a.number += 1
+        self._start(a)
+
     def _wait_open(self, a: _Attempt) -> None:
-        self.calls[self.data.wait_open.remote(a.key, WAIT_OPEN_S)] = _Call("open", a, a.number, a.slot, 0)
+        self._call(self.servers.data.wait_open.remote(a.key, WAIT_OPEN_S), "open", a, a.slot, 0)
 
     def _end(self, a: _Attempt) -> None:
         """Close the attempt's queue and forget its weights on the servers."""
-        self.data.close.remote(a.key)
-        self.params.drop.remote(a.key)
+        self.servers.data.close.remote(a.key)
+        self.servers.params.drop.remote(a.key)
         a.collecting = False
 
+    # -- deadlines ----------------------------------------------------------------------
+    def _wait_s(self) -> float | None:
+        busy = [self.busy_since[slot] for slot in range(len(self.workers)) if self.load[slot]]
+        return wait_s([*busy, *(a.since for a in self.attempts if a.result is None)], self.timeout_s)
+
+    def _check_deadlines(self) -> None:
+        """Replace the workers and learners past their deadline; retry their work."""
+        assert self.timeout_s is not None
+        timeout_s, now = self.timeout_s, time.monotonic()  # as at the wait: replacing an actor takes a while
+        for slot in range(len(self.workers)):
+            if self.load[slot] and now - self.busy_since[slot] >= timeout_s:
+                generation = self.workers.generations[slot]
+                mine = [c for c in self.calls.values() if c.kind == "explore" and c.slot == slot
+                        and c.generation == generation]
+                error = late("rollout worker", slot, "no explore call finished", timeout_s)
+                self.worker_retries.failed(mine[0].attempt.task.spec.policy_id if mine else "explore", error)
+                log.warning("ray backend: %s; killed and replaced it", error)
+                self.workers.replace(slot, generation)  # its calls fail as a dead actor's: not counted again
+                self.load[slot] = 0
+                for a in self.attempts:  # the learners were starved, not hung
+                    a.since = max(a.since, time.monotonic())
+        for a in self.attempts:
+            if a.result is None and now - a.since >= timeout_s:
+                self._check_learner(a, timeout_s)
+
+    def _check_learner(self, a: _Attempt, timeout_s: float) -> None:
+        """Renew the learner's deadline if it published new weights since, or is still
+        busy with an earlier attempt; else restart."""
+        if any(b.result is None and b.slot == a.slot and b.queued < a.queued for b in self.attempts):
+            a.since = time.monotonic()
+            return
+        try:
+            version = int(ray.get(self.servers.params.version.remote(a.key), timeout=SERVER_PROBE_S))
+        except Exception as exc:
+            if not is_ray_failure(exc):
+                raise
+            self._server_fault(None)
+            return
+        if version > a.version:
+            a.since, a.version = time.monotonic(), version
+            return
+        if a.train_ref is not None:
+            call = self.calls.pop(a.train_ref, None)
+            policy_id = a.task.spec.policy_id
+            error = late("learner", a.slot, f"no new weights of {policy_id}", timeout_s)
+            self.learner_retries.failed(policy_id, error)
+            log.warning("ray backend: %s; killed and replaced it", error)
+            self._restart(a, replace=None if call is None else call.generation)
+
+    # -- servers --------------------------------------------------------------------------
+    def _server_fault(self, call: _Call | None) -> bool:
+        """Whether a failed call is the fallout of a dead server: one replaced since the
+        call was made, or found dead now (then replaced). The attempts in flight lost
+        their stream or weights with it: their streams are closed, so that their learners
+        stop (the failed train call restarts the attempt, not counted as a retry)."""
+        if call is not None and call.servers != self.servers.generation:
+            return True
+        replaced = self.servers.revive()
+        if not replaced:
+            return False
+        self.server_retries.failed("servers", RuntimeError(f"the {' and the '.join(replaced)} died"))
+        for a in self.attempts:
+            if a.result is None:
+                self.servers.data.close.remote(a.key)
+                a.collecting = False
+        return True
+
+    # -- results --------------------------------------------------------------------------
     def _on_train(self, ref: ray.ObjectRef, call: _Call) -> None:
         a = call.attempt
         try:
@@ -171,19 +295,23 @@ class Training:
         except Exception as exc:
             if not is_ray_failure(exc):
                 raise
-            self._end(a)
-            self.learner_retries.failed(a.task.spec.policy_id, exc)
-            if actor_died(exc):
-                self.learners.replace(call.slot, call.generation)
-            a.number += 1
-            self._start(a)
+            if actor_died(exc) or not self._server_fault(call):
+                self.learner_retries.failed(a.task.spec.policy_id, exc)
+            self._restart(a, replace=call.generation if actor_died(exc) else None)
             return
         self._end(a)
         a.result = attrs.evolve(result, weights=writable(result.weights))  # as local gives them
 
     def _on_open(self, ref: ray.ObjectRef, call: _Call) -> None:
-        state = ray.get(ref)
         a = call.attempt
+        try:
+            state = ray.get(ref)
+        except Exception as exc:
+            if not is_ray_failure(exc):
+                raise
+            if not self._server_fault(call) and call.number == a.number and a.result is None:
+                self._wait_open(a)  # a server that died restarted the attempt (and its wait)
+            return
         if call.number != a.number or a.result is not None:
             return
         if state == "new":
@@ -196,6 +324,7 @@ class Training:
         current_attempt = call.number == a.number and a.result is None
         if current_worker:
             self.load[call.slot] -= 1
+            self.busy_since[call.slot] = time.monotonic()
         if current_attempt:
             a.in_flight -= 1
         try:
@@ -207,6 +336,8 @@ class Training:
                 if self.workers.replace(call.slot, call.generation):  # once per dead worker
                     self.load[call.slot] = 0
                     self.worker_retries.failed(a.task.spec.policy_id, exc)
+            elif self._server_fault(call):
+                pass
             elif current_attempt and a.collecting:  # not the fallout of a learner's restart
                 self.worker_retries.failed(a.task.spec.policy_id, exc)
             return
@@ -227,6 +358,8 @@ class Training:
                 seed = derive_seed(a.task.seed, a.number, a.batches)
                 ref = self.workers.handle(slot).explore.remote(a.key, a.task_ref, a.task.budget.episodes_per_update,
                                                                seed)
-                self.calls[ref] = _Call("explore", a, a.number, slot, self.workers.generations[slot])
+                self._call(ref, "explore", a, slot, self.workers.generations[slot])
+                if not self.load[slot]:
+                    self.busy_since[slot] = time.monotonic()
                 self.load[slot] += 1
                 a.in_flight += 1
