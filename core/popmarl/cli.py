@@ -20,8 +20,25 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
+class _Version(argparse.Action):
+    """``--version``: popmarl's version, then each installed plugin distribution's."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS,
+                         help="print popmarl's version and the installed plugins' versions")
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> NoReturn:
+        import popmarl
+        from popmarl.registry import plugin_distributions
+
+        lines = [f"popmarl {popmarl.__version__}"]
+        lines += [f"{name} {version}" for name, version in plugin_distributions().items()]
+        parser.exit(0, "\n".join(lines) + "\n")
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="popmarl", description="Population-based multi-agent reinforcement learning.")
+    parser.add_argument("--version", action=_Version)
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     run = commands.add_parser("run", help="run (or resume) a config")
     run.add_argument("config", help="the YAML run config")

@@ -153,6 +153,19 @@ def test_plugins_check_imports_each_component_and_reports_failures(run_cli, prob
             assert (kind[:-1], name) in rows
 
 
+def test_version_prints_popmarl_and_each_installed_plugin(run_cli, probe_dists) -> None:
+    _, sites = probe_dists
+    result = run_cli("--version", pythonpath=sites)
+    assert result.returncode == 0, result
+    lines = result.stdout.splitlines()
+    assert lines[0] == f"popmarl {popmarl.__version__}"
+    assert "popmarl-probe-good 3.1.4" in lines and "popmarl-probe-bad 0.0.1" in lines
+    for dist in metadata.distributions():  # every installed distribution registering popmarl entry points
+        if dist.metadata["Name"] != "popmarl" and any(ep.group.startswith("popmarl.") for ep in dist.entry_points):
+            assert f"{dist.metadata['Name']} {dist.version}" in lines
+    assert len(lines) == len(set(lines))
+
+
 # -- popmarl show -----------------------------------------------------------------------------
 
 def test_show_prints_summary_table_and_meta_strategies(run_inprocess, run_cli, tmp_path: Path) -> None:
