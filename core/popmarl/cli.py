@@ -33,7 +33,8 @@ class _Version(argparse.Action):
 
         lines = [f"popmarl {popmarl.__version__}"]
         lines += [f"{name} {version}" for name, version in plugin_distributions().items()]
-        parser.exit(0, "\n".join(lines) + "\n")
+        print("\n".join(lines))
+        parser.exit(0)
 
 
 def _parser() -> argparse.ArgumentParser:
