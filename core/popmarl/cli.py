@@ -42,11 +42,13 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action=_Version)
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     run = commands.add_parser("run", help="run (or resume) a config")
-    run.add_argument("config", help="the YAML run config")
+    run.add_argument("config", nargs="?", help="the YAML run config (with --resume: optional; the run's own by default)")
     run.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                      help="override a config key (dotted path, YAML value); repeatable")
     run.add_argument("--out", help="the run directory to create (default: runs/<scenario>-<env>-<time>)")
-    run.add_argument("--resume", metavar="DIR", help="continue the run in DIR from its last checkpoint")
+    run.add_argument("--resume", metavar="DIR",
+                     help="continue the run in DIR from its last checkpoint, as it was configured "
+                          "(change stopping or trackers with --set, e.g. --set stopping.max_iterations=50)")
     plugins = commands.add_parser("plugins", help="list every installed component")
     plugins.add_argument("--check", action="store_true", help="import each component; exit 1 if any fails")
     show = commands.add_parser("show", help="print a run's summary, payoff table and meta-strategies")
@@ -84,9 +86,33 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     if args.out and args.resume:
         raise UserError("--out and --resume are exclusive: --resume continues the run in its own directory")
-    config = load_config(args.config, args.overrides)
+    if args.resume is not None:
+        config = _resume_config(args.resume, args.config, args.overrides)
+    elif args.config is None:
+        raise UserError("run: a CONFIG is required (or --resume DIR to continue a run)")
+    else:
+        config = load_config(args.config, args.overrides)
     summary = run(config, out=args.out, resume=args.resume)
     return 0 if summary.get("status") in ("completed", "stopped") else 1
+
+
+def _resume_config(resume: str, config: str | None, overrides: list[str]) -> Any:
+    """The run's saved config with ``overrides``; a ``config`` given too must equal it (a
+    changed stopping condition is made explicit with ``--set``, never read from a file)."""
+    from popmarl.config import differences, load_config, to_dict
+    from popmarl.errors import ResumeError
+    from popmarl.rundir import RunDirectory
+
+    run = RunDirectory(resume)
+    saved = run.read_config()
+    if config is not None:
+        different = differences(saved, to_dict(load_config(config)))
+        if different:
+            raise ResumeError(
+                f"--resume {run.path}: {config} differs from the run's config in: {', '.join(different)}; "
+                f"continue the run as configured with 'popmarl run --resume {run.path}' and change "
+                f"stopping or trackers explicitly with --set (e.g. --set stopping.max_iterations=N)")
+    return load_config(run.config_file, overrides)
 
 
 def _cmd_plugins(args: argparse.Namespace) -> int:

@@ -294,16 +294,30 @@ def resume_a_dir_that_is_not_a_run(ws):
     return ["run", ws.config(), "--resume", ws.root / "empty"]
 
 
-@case("--resume", "different config", "seed")
+@case("--resume", "differs from the run's config in: seed", "popmarl run --resume")
 def resume_with_a_different_config(ws):
     done = ws.finished_run()
     return ["run", ws.config(seed=5), "--resume", done]
 
 
-@case("--resume", "different config", "env")
+@case("--resume", "differs from the run's config in: env.params.game")
 def resume_with_a_different_game(ws):
     done = ws.finished_run()
     return ["run", ws.config(env={"params": {"game": "matching_pennies"}}), "--resume", done]
+
+
+@case("--resume", "differs from the run's config in: stopping.max_iterations;", "--set stopping.max_iterations=N")
+def resume_with_a_config_whose_stopping_differs(ws):
+    # The README's `run CONFIG --set stopping.max_iterations=1 --out D` then `run CONFIG --resume D`
+    # would otherwise re-read max_iterations from the file and run on.
+    done = ws.finished_run()
+    return ["run", ws.config(stopping={"max_iterations": 5}), "--resume", done]
+
+
+@case("--resume", "different config", "differs in: seed", "only stopping and trackers may change")
+def resume_setting_a_key_that_is_not_stopping(ws):
+    done = ws.finished_run()
+    return ["run", "--resume", done, "--set", "seed=5"]
 
 
 @case("--out", "already holds a run", "--resume")
@@ -328,9 +342,9 @@ def unknown_subcommand(ws):
     return ["fly", "--out", ws.out]
 
 
-@case("required", "config")
+@case("run", "a CONFIG is required", "--resume")
 def run_without_a_config(ws):
-    return ["run"]
+    return ["run", "--out", ws.out]
 
 
 @case("unrecognized arguments", "--outt")
