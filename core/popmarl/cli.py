@@ -6,6 +6,7 @@ User errors print one line to stderr and exit 2, with no traceback.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
@@ -172,11 +173,11 @@ def _cmd_show(args: argparse.Namespace) -> int:
     if run.payoffs_file.exists():
         table, ids = PayoffTable.load(run.payoffs_file)
         print(_format_table(table, ids))
-    for name in ("config.yaml", "summary.json", "metrics.jsonl", "payoffs.npz", "checkpoints", "final_policy.json"):
-        if (run.path / name).exists():
-            print(f"file       {run.path / name}")
-    for extra in sorted(run.path.glob("*.png")):
-        print(f"plot       {extra}")
+    for entry in sorted(run.path.iterdir()):
+        if entry.name.startswith("."):  # e.g. an atomic write's temporary file
+            continue
+        kind = "directory" if entry.is_dir() else "plot" if entry.suffix in (".png", ".svg") else "file"
+        print(f"{kind:<11}{entry}{os.sep if entry.is_dir() else ''}")
     return 0
 
 

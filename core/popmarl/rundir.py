@@ -24,6 +24,17 @@ RUN_FILES = ("config.yaml", "summary.json", "metrics.jsonl", "payoffs.npz", "che
 FORMAT = 1
 
 
+def _readable_json(value: Any, indent: str = "") -> str:
+    """JSON indented like ``json.dumps(indent=2)``, but a list of plain values on one line."""
+    inner = indent + "  "
+    if isinstance(value, dict) and value:
+        items = ",\n".join(f"{inner}{json.dumps(k)}: {_readable_json(v, inner)}" for k, v in value.items())
+        return "{\n" + items + "\n" + indent + "}"
+    if isinstance(value, list) and any(isinstance(v, (dict, list)) for v in value):
+        return "[\n" + ",\n".join(inner + _readable_json(v, inner) for v in value) + "\n" + indent + "]"
+    return json.dumps(value)
+
+
 class RunDirectory:
     """Reads and writes one run's directory."""
 
@@ -185,8 +196,15 @@ class RunDirectory:
         """Rewrite ``metrics.jsonl`` as exactly the committed iterations' lines."""
         write_text(self.metrics_file, "".join(json.dumps(h, default=json_default) + "\n" for h in history))
 
+    #: The summary's keys that hold a list per policy: written last, after the headline figures.
+    SUMMARY_LAST = ("populations", "meta_strategies")
+
     def write_summary(self, summary: Mapping[str, Any]) -> None:
-        write_json(self.summary_file, summary)
+        """Write ``summary.json`` for a reader: single values first, then structures, the
+        per-policy lists (:attr:`SUMMARY_LAST`) last, each list of plain values on one line."""
+        order = sorted(summary, key=lambda k: (isinstance(summary[k], (Mapping, list)), k in self.SUMMARY_LAST))
+        plain = json.loads(json.dumps({k: summary[k] for k in order}, default=json_default))
+        write_text(self.summary_file, _readable_json(plain) + "\n")
 
     def read_summary(self) -> dict[str, Any]:
         try:

@@ -169,7 +169,7 @@ def test_version_prints_popmarl_and_each_installed_plugin(run_cli, probe_dists) 
 # -- popmarl show -----------------------------------------------------------------------------
 
 def test_show_prints_summary_table_and_meta_strategies(run_inprocess, run_cli, tmp_path: Path) -> None:
-    summary = run_inprocess(stopping={"max_iterations": 3})
+    summary = run_inprocess(stopping={"max_iterations": 3}, trackers=["jsonl"])
     result = run_cli("show", tmp_path / "run")
     assert result.returncode == 0, result
     out = result.stdout
@@ -181,8 +181,13 @@ def test_show_prints_summary_table_and_meta_strategies(run_inprocess, run_cli, t
     table = [line.split() for line in out.splitlines() if line.startswith("player_0/")]
     values = read_npz(tmp_path / "run" / "payoffs.npz")["payoffs"][0]
     assert [float(v) for v in table[1][1:]] == pytest.approx(values[1].tolist(), abs=1e-4)
-    for name in ("config.yaml", "summary.json", "metrics.jsonl", "payoffs.npz", "checkpoints"):
-        assert str(tmp_path / "run" / name) in out
+    listed = [line.split(None, 1) for line in out.splitlines()[-8:]]
+    run = tmp_path / "run"
+    expected = sorted(p.name for p in run.iterdir())
+    assert [(kind, Path(path).name) for kind, path in listed[-len(expected):]] == [
+        ("directory" if (run / name).is_dir() else "file", name) for name in expected]
+    assert {"config.yaml", "summary.json", "metrics.jsonl", "payoffs.npz", "events.jsonl", "checkpoints"} <= set(expected)
+    assert f"directory  {run / 'checkpoints'}/" in out.splitlines()
 
 
 def test_show_summarises_a_long_meta_strategy_by_its_support(run_inprocess, run_cli, tmp_path: Path) -> None:
@@ -213,3 +218,17 @@ def test_summary_json_is_plain_json(run_inprocess, tmp_path: Path) -> None:
     text = (tmp_path / "run" / "summary.json").read_text()
     assert json.loads(text)["status"] == "completed"
     assert "NaN" not in text and "Infinity" not in text
+
+
+def test_summary_json_puts_headline_figures_before_the_policy_lists(run_inprocess, tmp_path: Path) -> None:
+    summary = run_inprocess(stopping={"max_iterations": 12})
+    text = (tmp_path / "run" / "summary.json").read_text()
+    assert json.loads(text) == json.loads(json.dumps(summary))
+    keys = list(json.loads(text))
+    assert keys[-2:] == ["populations", "meta_strategies"]
+    assert keys.index("nash_conv") < 10 and keys.index("iterations") < 10 and keys.index("status") < 10
+    lines = text.splitlines()
+    headline = max(i for i, line in enumerate(lines) if line.startswith(('  "nash_conv"', '  "wall_time_s"')))
+    assert headline < 12, text  # the figures come first, unburied
+    ids = summary["populations"]["player_0"]["policies"]
+    assert len(ids) == 13 and sum(ids[0] in line for line in lines) == 1  # a policy list is one line
