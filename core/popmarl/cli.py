@@ -120,26 +120,34 @@ def _cmd_plugins(args: argparse.Namespace) -> int:
     from importlib import metadata
 
     import popmarl
+    from popmarl.plugin_check import Target, check
     from popmarl.plugins import PLUGIN_GROUP
     from popmarl.registry import KINDS
 
-    rows: list[tuple[str, str, str, str, str]] = []
-    failed = 0
+    listed: list[tuple[str, str, str, str, Target | None]] = []
     for kind in KINDS:
-        registry = getattr(popmarl, kind)
-        problems = registry.check() if args.check else {}
-        for name, entry in registry.entries.items():
-            problem = problems.get(name)
-            failed += problem is not None
-            status = "" if not args.check else ("ok" if problem is None else f"FAILED: {problem}")
-            rows.append((kind[:-1], name, entry.distribution, entry.version, status))
+        for name, entry in getattr(popmarl, kind).entries.items():
+            target = Target(group=f"popmarl.{kind}", name=name, value=entry.target) if entry.entry_point else None
+            listed.append((kind[:-1], name, entry.distribution, entry.version, target))
     for ep in metadata.entry_points(group=PLUGIN_GROUP):
-        rows.append(("hooks", ep.name, ep.dist.name if ep.dist else "?", ep.dist.version if ep.dist else "?", ""))
+        listed.append(("hooks", ep.name, ep.dist.name if ep.dist else "?", ep.dist.version if ep.dist else "?",
+                       Target(group=PLUGIN_GROUP, name=ep.name, value=ep.value)))
+    problems: dict[Target, str | None] = {}
+    if args.check:
+        by_distribution: dict[str, list[Target]] = {}
+        for _, _, distribution, _, target in listed:
+            if target is not None:
+                by_distribution.setdefault(distribution, []).append(target)
+        problems = check(by_distribution)
+    rows = [(kind, name, distribution, version,
+             "" if not args.check else "ok" if target is None or problems.get(target) is None
+             else f"FAILED: {problems[target]}")
+            for kind, name, distribution, version, target in listed]
     widths = [max(len(r[i]) for r in rows + [("kind", "name", "distribution", "version", "")]) for i in range(4)]
     header = ("kind", "name", "distribution", "version", "check" if args.check else "")
     for row in [header, *rows]:
         print("  ".join(cell.ljust(w) for cell, w in zip(row[:4], widths)) + ("  " + row[4] if row[4] else ""))
-    return 1 if failed else 0
+    return 1 if any(cell.startswith("FAILED") for *_, cell in rows) else 0
 
 
 #: Longer meta-strategies are shown by their support and largest weights.

@@ -114,6 +114,7 @@ def probe_dists(make_dist, tmp_path: Path):
                      modules={"probe_good_mod": f"""
                          import pathlib
                          pathlib.Path({str(marker)!r}).write_text("imported")
+                         print("a plugin that prints when imported")
                          from popmarl.builtin.solvers import Uniform as Solver
                          """,
                               "probe_hooks_mod": "x = 1\n"})
@@ -134,23 +135,38 @@ def test_plugins_lists_without_importing(run_cli, probe_dists) -> None:
     assert not marker.exists(), "listing imported a plugin"
 
 
-def test_plugins_check_imports_each_component_and_reports_failures(run_cli, probe_dists) -> None:
-    """One ``--check`` of everything installed (it imports every plugin, so it is slow where
-    heavy plugins are installed) plus the two probes."""
+def test_plugins_check_imports_each_component_and_reports_failures(run_cli, probe_dists, make_dist) -> None:
+    """One ``--check`` of everything installed (each distribution imported in a child
+    interpreter, in parallel) plus the probes; hook plugins are checked too."""
     marker, sites = probe_dists
-    result = run_cli("plugins", "--check", pythonpath=sites)
+    bad_hooks = make_dist("popmarl-probe-bad-hooks", version="0.0.2", on_path=False,
+                          entry_points={PLUGIN_GROUP: {"probe_bad_hooks": "probe_bad_hooks_mod"}},
+                          modules={"probe_bad_hooks_mod": "raise RuntimeError('probe hook plugin is broken')\n"})
+    crash = make_dist("popmarl-probe-crash", on_path=False,
+                      entry_points={"popmarl.envs": {"probe_crash": "probe_crash_mod:Env"}},
+                      modules={"probe_crash_mod": "import os\nos._exit(3)\n"})
+    # Not strict: a broken hook plugin would otherwise stop the command line before the check.
+    result = run_cli("plugins", "--check", pythonpath=[*sites, bad_hooks.site, crash.site], env={STRICT_ENV: "0"})
     assert result.returncode == 1, result
     assert marker.exists(), "--check did not import the plugin"
     rows = {(r[0], r[1]): r for r in _rows(result.stdout)}
     assert rows[("solver", "probe_good")][4] == "ok"
+    assert rows[("hooks", "probe_hooks")][4] == "ok"
     assert rows[("algorithm", "probe_bad")][4:6] == ["FAILED:", "ModuleNotFoundError:"]
     assert "no_such_module_for_probe" in " ".join(rows[("algorithm", "probe_bad")])
-    # Every installed component besides the broken probe imports fine.
-    others = [row for key, row in rows.items() if key != ("algorithm", "probe_bad") and row[0] != "hooks"]
+    assert rows[("hooks", "probe_bad_hooks")][4:6] == ["FAILED:", "RuntimeError:"]
+    assert "probe hook plugin is broken" in " ".join(rows[("hooks", "probe_bad_hooks")])
+    # A plugin that kills its interpreter fails its own check, and only its own.
+    assert "FAILED: the check's interpreter exited with status 3" in " ".join(rows[("env", "probe_crash")])
+    # Every installed component and hook plugin besides the broken probes imports fine.
+    broken = {("algorithm", "probe_bad"), ("hooks", "probe_bad_hooks"), ("env", "probe_crash")}
+    others = [row for key, row in rows.items() if key not in broken]
     assert others and all(row[4] == "ok" for row in others), [r for r in others if r[4] != "ok"]
     for kind in KINDS:
         for name in getattr(popmarl, kind).names():
             assert (kind[:-1], name) in rows
+    for ep in metadata.entry_points(group=PLUGIN_GROUP):
+        assert rows[("hooks", ep.name)][4] == "ok"
 
 
 def test_version_prints_popmarl_and_each_installed_plugin(run_cli, probe_dists) -> None:
