@@ -146,12 +146,17 @@ def test_readme_run_then_resume_continues_the_run_as_configured(run_cli, write_c
 
 
 def test_resume_applies_and_says_an_explicit_stopping_change(run_cli, write_config, tmp_path: Path) -> None:
-    run_cli("run", write_config(stopping={"max_iterations": 2}), "--out", "run")
+    run_cli("run", write_config(stopping={"max_iterations": 2}, trackers=["console"]), "--out", "run")
     result = run_cli("run", "--resume", "run", "--set", "stopping.max_iterations=4")
     assert result.returncode == 0, result
     assert result.stdout.splitlines()[0] == "resume: stopping.max_iterations 2 -> 4"
     assert read_summary(tmp_path / "run")["iterations"] == 4
-    assert [m["iteration"] for m in read_metrics(tmp_path / "run")] == [1, 2, 3, 4]
+    metrics = read_metrics(tmp_path / "run")
+    assert [m["iteration"] for m in metrics] == [1, 2, 3, 4]
+    # The console's rows show the run's elapsed time, carried over the resume.
+    rows = [line.split() for line in result.stdout.splitlines() if line.startswith("iteration ")]
+    assert [(row[1], row[-1]) for row in rows] == [(f"{m['iteration']}/4", f"{m['wall_time_s']:.1f}s")
+                                                   for m in metrics[2:]]
     assert "max_iterations: 4" in (tmp_path / "run" / "config.yaml").read_text()
 
 
