@@ -6,6 +6,7 @@ User errors print one line to stderr and exit 2, with no traceback.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
@@ -20,15 +21,35 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
+class _Version(argparse.Action):
+    """``--version``: popmarl's version, then each installed plugin distribution's."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS,
+                         help="print popmarl's version and the installed plugins' versions")
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> NoReturn:
+        import popmarl
+        from popmarl.registry import plugin_distributions
+
+        lines = [f"popmarl {popmarl.__version__}"]
+        lines += [f"{name} {version}" for name, version in plugin_distributions().items()]
+        print("\n".join(lines))
+        parser.exit(0)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="popmarl", description="Population-based multi-agent reinforcement learning.")
+    parser.add_argument("--version", action=_Version)
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     run = commands.add_parser("run", help="run (or resume) a config")
-    run.add_argument("config", help="the YAML run config")
+    run.add_argument("config", nargs="?", help="the YAML run config (with --resume: optional; the run's own by default)")
     run.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                      help="override a config key (dotted path, YAML value); repeatable")
     run.add_argument("--out", help="the run directory to create (default: runs/<scenario>-<env>-<time>)")
-    run.add_argument("--resume", metavar="DIR", help="continue the run in DIR from its last checkpoint")
+    run.add_argument("--resume", metavar="DIR",
+                     help="continue the run in DIR from its last checkpoint, as it was configured "
+                          "(change stopping or trackers with --set, e.g. --set stopping.max_iterations=50)")
     plugins = commands.add_parser("plugins", help="list every installed component")
     plugins.add_argument("--check", action="store_true", help="import each component; exit 1 if any fails")
     show = commands.add_parser("show", help="print a run's summary, payoff table and meta-strategies")
@@ -66,35 +87,67 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     if args.out and args.resume:
         raise UserError("--out and --resume are exclusive: --resume continues the run in its own directory")
-    config = load_config(args.config, args.overrides)
+    if args.resume is not None:
+        config = _resume_config(args.resume, args.config, args.overrides)
+    elif args.config is None:
+        raise UserError("run: a CONFIG is required (or --resume DIR to continue a run)")
+    else:
+        config = load_config(args.config, args.overrides)
     summary = run(config, out=args.out, resume=args.resume)
     return 0 if summary.get("status") in ("completed", "stopped") else 1
+
+
+def _resume_config(resume: str, config: str | None, overrides: list[str]) -> Any:
+    """The run's saved config with ``overrides``; a ``config`` given too must equal it (a
+    changed stopping condition is made explicit with ``--set``, never read from a file)."""
+    from popmarl.config import differences, load_config, to_dict
+    from popmarl.errors import ResumeError
+    from popmarl.rundir import RunDirectory
+
+    run = RunDirectory(resume)
+    saved = run.read_config()
+    if config is not None:
+        different = differences(saved, to_dict(load_config(config)))
+        if different:
+            raise ResumeError(
+                f"--resume {run.path}: {config} differs from the run's config in: {', '.join(different)}; "
+                f"continue the run as configured with 'popmarl run --resume {run.path}' and change "
+                f"stopping or trackers explicitly with --set (e.g. --set stopping.max_iterations=N)")
+    return load_config(run.config_file, overrides)
 
 
 def _cmd_plugins(args: argparse.Namespace) -> int:
     from importlib import metadata
 
     import popmarl
+    from popmarl.plugin_check import Target, check
     from popmarl.plugins import PLUGIN_GROUP
     from popmarl.registry import KINDS
 
-    rows: list[tuple[str, str, str, str, str]] = []
-    failed = 0
+    listed: list[tuple[str, str, str, str, Target | None]] = []
     for kind in KINDS:
-        registry = getattr(popmarl, kind)
-        problems = registry.check() if args.check else {}
-        for name, entry in registry.entries.items():
-            problem = problems.get(name)
-            failed += problem is not None
-            status = "" if not args.check else ("ok" if problem is None else f"FAILED: {problem}")
-            rows.append((kind[:-1], name, entry.distribution, entry.version, status))
+        for name, entry in getattr(popmarl, kind).entries.items():
+            target = Target(group=f"popmarl.{kind}", name=name, value=entry.target) if entry.entry_point else None
+            listed.append((kind[:-1], name, entry.distribution, entry.version, target))
     for ep in metadata.entry_points(group=PLUGIN_GROUP):
-        rows.append(("hooks", ep.name, ep.dist.name if ep.dist else "?", ep.dist.version if ep.dist else "?", ""))
+        listed.append(("hooks", ep.name, ep.dist.name if ep.dist else "?", ep.dist.version if ep.dist else "?",
+                       Target(group=PLUGIN_GROUP, name=ep.name, value=ep.value)))
+    problems: dict[Target, str | None] = {}
+    if args.check:
+        by_distribution: dict[str, list[Target]] = {}
+        for _, _, distribution, _, target in listed:
+            if target is not None:
+                by_distribution.setdefault(distribution, []).append(target)
+        problems = check(by_distribution)
+    rows = [(kind, name, distribution, version,
+             "" if not args.check else "ok" if target is None or problems.get(target) is None
+             else f"FAILED: {problems[target]}")
+            for kind, name, distribution, version, target in listed]
     widths = [max(len(r[i]) for r in rows + [("kind", "name", "distribution", "version", "")]) for i in range(4)]
     header = ("kind", "name", "distribution", "version", "check" if args.check else "")
     for row in [header, *rows]:
         print("  ".join(cell.ljust(w) for cell, w in zip(row[:4], widths)) + ("  " + row[4] if row[4] else ""))
-    return 1 if failed else 0
+    return 1 if any(cell.startswith("FAILED") for *_, cell in rows) else 0
 
 
 #: Longer meta-strategies are shown by their support and largest weights.
@@ -128,11 +181,11 @@ def _cmd_show(args: argparse.Namespace) -> int:
     if run.payoffs_file.exists():
         table, ids = PayoffTable.load(run.payoffs_file)
         print(_format_table(table, ids))
-    for name in ("config.yaml", "summary.json", "metrics.jsonl", "payoffs.npz", "checkpoints", "final_policy.json"):
-        if (run.path / name).exists():
-            print(f"file       {run.path / name}")
-    for extra in sorted(run.path.glob("*.png")):
-        print(f"plot       {extra}")
+    for entry in sorted(run.path.iterdir()):
+        if entry.name.startswith("."):  # e.g. an atomic write's temporary file
+            continue
+        kind = "directory" if entry.is_dir() else "plot" if entry.suffix in (".png", ".svg") else "file"
+        print(f"{kind:<11}{entry}{os.sep if entry.is_dir() else ''}")
     return 0
 
 

@@ -193,6 +193,19 @@ def apply_overrides(raw: dict[str, Any], overrides: Sequence[str]) -> dict[str, 
     return raw
 
 
+def differences(old: Mapping[str, Any], new: Mapping[str, Any], prefix: str = "") -> dict[str, tuple[Any, Any]]:
+    """The dotted keys whose values differ between two configs (mappings are compared key
+    by key, anything else whole), each with its ``(old, new)`` value (None where absent)."""
+    found: dict[str, tuple[Any, Any]] = {}
+    for key in [*old, *(k for k in new if k not in old)]:
+        a, b, dotted = old.get(key), new.get(key), f"{prefix}{key}"
+        if isinstance(a, Mapping) and isinstance(b, Mapping):
+            found.update(differences(a, b, f"{dotted}."))
+        elif a != b:
+            found[dotted] = (a, b)
+    return found
+
+
 def _deep_copy(data: Any) -> Any:
     if isinstance(data, dict):
         return {k: _deep_copy(v) for k, v in data.items()}

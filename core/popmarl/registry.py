@@ -21,15 +21,44 @@ from popmarl.errors import PluginError, UnknownComponentError
 KINDS = ("scenarios", "algorithms", "envs", "solvers", "backends", "trackers")
 STRICT_ENV = "POPMARL_STRICT_PLUGINS"
 
-#: Which pip install adds more components of each kind (named in unknown-name errors).
+#: The plugins of a popmarl checkout (``plugins/<name>``) that add components of each kind
+#: (named in unknown-name errors when they are not installed).
 _MORE = {
-    "scenarios": "pip install popmarl[all]",
-    "algorithms": "pip install popmarl-tianshou popmarl-openspiel",
-    "envs": "pip install popmarl-openspiel popmarl-pettingzoo",
-    "solvers": "pip install popmarl-solvers",
-    "backends": "pip install popmarl-ray",
-    "trackers": "pip install popmarl-mlflow",
+    "algorithms": ("popmarl-tianshou", "popmarl-openspiel"),
+    "envs": ("popmarl-openspiel", "popmarl-pettingzoo"),
+    "solvers": ("popmarl-solvers",),
+    "backends": ("popmarl-ray",),
+    "trackers": ("popmarl-mlflow",),
 }
+
+
+def installed(distribution: str) -> bool:
+    """Whether a distribution of this name is installed."""
+    try:
+        metadata.distribution(distribution)
+    except metadata.PackageNotFoundError:
+        return False
+    return True
+
+
+def install_hint(distributions: Iterable[str]) -> str:
+    """How to install those of ``distributions`` (plugins of a popmarl checkout) that are
+    not installed yet: ``"; more from a popmarl checkout: pip install ./plugins/..."``, or ``""`` when all are."""
+    missing = [d for d in distributions if not installed(d)]
+    if not missing:
+        return ""
+    return "; more from a popmarl checkout: pip install " + " ".join(f"./plugins/{d}" for d in missing)
+
+
+def plugin_distributions() -> dict[str, str]:
+    """Every installed distribution other than popmarl that registers ``popmarl.*`` entry
+    points, with its version (sorted by name)."""
+    found: dict[str, str] = {}
+    for dist in metadata.distributions():
+        name = dist.metadata["Name"]
+        if name and name != "popmarl" and any(ep.group.startswith("popmarl.") for ep in dist.entry_points):
+            found.setdefault(name, dist.version)
+    return dict(sorted(found.items()))
 
 
 class PluginWarning(UserWarning):
@@ -122,11 +151,8 @@ class Registry:
         """The message for an unknown ``name``: installed names, a guess, how to add more."""
         close = difflib.get_close_matches(name, self.names(), n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
-        installed = ", ".join(self.names()) or "none"
-        return (
-            f"unknown {self.kind[:-1]} {name!r}{hint}; installed: {installed}; "
-            f"more with: {_MORE.get(self.kind, 'pip install popmarl[all]')}"
-        )
+        names = ", ".join(self.names()) or "none"
+        return f"unknown {self.kind[:-1]} {name!r}{hint}; installed: {names}{install_hint(_MORE.get(self.kind, ()))}"
 
     def load(self, name: str) -> Any:
         """Import and return the component class registered as ``name``."""

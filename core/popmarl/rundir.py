@@ -24,6 +24,17 @@ RUN_FILES = ("config.yaml", "summary.json", "metrics.jsonl", "payoffs.npz", "che
 FORMAT = 1
 
 
+def _readable_json(value: Any, indent: str = "") -> str:
+    """JSON indented like ``json.dumps(indent=2)``, but a list of plain values on one line."""
+    inner = indent + "  "
+    if isinstance(value, dict) and value:
+        items = ",\n".join(f"{inner}{json.dumps(k)}: {_readable_json(v, inner)}" for k, v in value.items())
+        return "{\n" + items + "\n" + indent + "}"
+    if isinstance(value, list) and any(isinstance(v, (dict, list)) for v in value):
+        return "[\n" + ",\n".join(inner + _readable_json(v, inner) for v in value) + "\n" + indent + "]"
+    return json.dumps(value)
+
+
 class RunDirectory:
     """Reads and writes one run's directory."""
 
@@ -57,32 +68,43 @@ class RunDirectory:
         write_text(self.config_file, config_yaml)
         (self.checkpoints / "policies").mkdir(parents=True, exist_ok=True)
 
-    @classmethod
-    def check_resume(cls, path: str | os.PathLike[str], config: Mapping[str, Any]) -> RunDirectory:
-        """Open a run to continue; its config must match ``config`` except in ``stopping``
-        and ``trackers``. A run killed before its first checkpoint has no
-        :attr:`state_file`: it starts again from the beginning."""
+    #: The top-level keys a resumed run may change (said on stdout when it does).
+    RESUME_MAY_CHANGE = ("stopping", "trackers")
+
+    def read_config(self) -> dict[str, Any]:
+        """The run's saved (resolved) ``config.yaml``; a ResumeError if this is no run."""
         import yaml
 
-        run = cls(path)
-        if not run.path.is_dir():
-            raise ResumeError(f"--resume {run.path}: no such run directory")
-        if not run.config_file.is_file():
-            raise ResumeError(f"--resume {run.path}: not a run directory (no config.yaml)")
+        if not self.path.is_dir():
+            raise ResumeError(f"--resume {self.path}: no such run directory")
+        if not self.config_file.is_file():
+            raise ResumeError(f"--resume {self.path}: not a run directory (no config.yaml)")
         try:
-            saved = yaml.safe_load(run.config_file.read_text(encoding="utf-8"))
+            saved = yaml.safe_load(self.config_file.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-            raise ResumeError(f"--resume {run.path}: config.yaml is unreadable ({exc.__class__.__name__})") from None
+            raise ResumeError(f"--resume {self.path}: config.yaml is unreadable ({exc.__class__.__name__})") from None
         if not isinstance(saved, dict):
-            raise ResumeError(f"--resume {run.path}: config.yaml is not a mapping")
-        ignored = {"stopping", "trackers"}
-        different = sorted(k for k in set(saved) | set(config) if k not in ignored and saved.get(k) != config.get(k))
+            raise ResumeError(f"--resume {self.path}: config.yaml is not a mapping")
+        return saved
+
+    @classmethod
+    def check_resume(cls, path: str | os.PathLike[str], config: Mapping[str, Any]) -> tuple[RunDirectory, list[str]]:
+        """Open a run to continue with ``config``, which must match the saved config except
+        in :attr:`RESUME_MAY_CHANGE`; return it and those changes, as lines like
+        ``stopping.max_iterations 10 -> 50``. A run killed before its first checkpoint has no
+        :attr:`state_file`: it starts again from the beginning."""
+        from popmarl.config import differences
+
+        run = cls(path)
+        changed = differences(run.read_config(), config)
+        different = [k for k in changed if k.split(".")[0] not in cls.RESUME_MAY_CHANGE]
         if different:
             raise ResumeError(
                 f"--resume {run.path}: the run was made by a different config "
                 f"(differs in: {', '.join(different)}); only stopping and trackers may change"
             )
-        return run
+        return run, [f"{k} {json.dumps(a, default=json_default)} -> {json.dumps(b, default=json_default)}"
+                     for k, (a, b) in changed.items()]
 
     def update_config(self, config_yaml: str) -> None:
         write_text(self.config_file, config_yaml)
@@ -174,8 +196,15 @@ class RunDirectory:
         """Rewrite ``metrics.jsonl`` as exactly the committed iterations' lines."""
         write_text(self.metrics_file, "".join(json.dumps(h, default=json_default) + "\n" for h in history))
 
+    #: The summary's keys that hold a list per policy: written last, after the headline figures.
+    SUMMARY_LAST = ("populations", "meta_strategies")
+
     def write_summary(self, summary: Mapping[str, Any]) -> None:
-        write_json(self.summary_file, summary)
+        """Write ``summary.json`` for a reader: single values first, then structures, the
+        per-policy lists (:attr:`SUMMARY_LAST`) last, each list of plain values on one line."""
+        order = sorted(summary, key=lambda k: (isinstance(summary[k], (Mapping, list)), k in self.SUMMARY_LAST))
+        plain = json.loads(json.dumps({k: summary[k] for k in order}, default=json_default))
+        write_text(self.summary_file, _readable_json(plain) + "\n")
 
     def read_summary(self) -> dict[str, Any]:
         try:

@@ -62,10 +62,17 @@ def default_out(config: RunConfig) -> Path:
 
 
 def run(config: RunConfig, out: str | None = None, *, resume: str | None = None) -> dict[str, Any]:
-    """Run ``config`` into ``out`` (or continue the run in ``resume``); return the summary."""
+    """Run ``config`` into ``out``, or continue the run in ``resume``; return the summary.
+
+    To continue a run as it was configured, pass its saved config
+    (``load_config(Path(resume) / "config.yaml")``). ``config`` may differ from it only in
+    ``stopping`` and ``trackers``: those changes are applied, saved to the run's
+    ``config.yaml`` and printed (``resume: stopping.max_iterations 10 -> 50``); any other
+    difference is a ResumeError."""
     resolved = to_dict(config)
+    changes: list[str] = []
     if resume is not None:
-        run_dir = RunDirectory.check_resume(resume, resolved)
+        run_dir, changes = RunDirectory.check_resume(resume, resolved)
     else:
         run_dir = RunDirectory.check_new(out if out is not None else default_out(config))
     env: Env = build("envs", config.env, "env.params")
@@ -90,6 +97,8 @@ def run(config: RunConfig, out: str | None = None, *, resume: str | None = None)
     resuming = resume is not None and run_dir.state_file.is_file()
     # A corrupt checkpoint is reported before anything starts or changes.
     start_iteration = int(run_dir.load_state()[0]["iteration"]) if resuming else 0
+    for change in changes:
+        print(f"resume: {change}")
     try:
         # The backend starts before the directory is written: a backend that cannot
         # start (e.g. no Ray cluster at the address) leaves nothing behind.

@@ -114,6 +114,7 @@ def probe_dists(make_dist, tmp_path: Path):
                      modules={"probe_good_mod": f"""
                          import pathlib
                          pathlib.Path({str(marker)!r}).write_text("imported")
+                         print("a plugin that prints when imported")
                          from popmarl.builtin.solvers import Uniform as Solver
                          """,
                               "probe_hooks_mod": "x = 1\n"})
@@ -134,29 +135,57 @@ def test_plugins_lists_without_importing(run_cli, probe_dists) -> None:
     assert not marker.exists(), "listing imported a plugin"
 
 
-def test_plugins_check_imports_each_component_and_reports_failures(run_cli, probe_dists) -> None:
-    """One ``--check`` of everything installed (it imports every plugin, so it is slow where
-    heavy plugins are installed) plus the two probes."""
+def test_plugins_check_imports_each_component_and_reports_failures(run_cli, probe_dists, make_dist) -> None:
+    """One ``--check`` of everything installed (each distribution imported in a child
+    interpreter, in parallel) plus the probes; hook plugins are checked too."""
     marker, sites = probe_dists
-    result = run_cli("plugins", "--check", pythonpath=sites)
+    bad_hooks = make_dist("popmarl-probe-bad-hooks", version="0.0.2", on_path=False,
+                          entry_points={PLUGIN_GROUP: {"probe_bad_hooks": "probe_bad_hooks_mod"}},
+                          modules={"probe_bad_hooks_mod": "raise RuntimeError('probe hook plugin is broken')\n"})
+    crash = make_dist("popmarl-probe-crash", on_path=False,
+                      entry_points={"popmarl.envs": {"probe_crash": "probe_crash_mod:Env"}},
+                      modules={"probe_crash_mod": "import os\nos._exit(3)\n"})
+    # Not strict: a broken hook plugin would otherwise stop the command line before the check.
+    result = run_cli("plugins", "--check", pythonpath=[*sites, bad_hooks.site, crash.site], env={STRICT_ENV: "0"})
     assert result.returncode == 1, result
     assert marker.exists(), "--check did not import the plugin"
     rows = {(r[0], r[1]): r for r in _rows(result.stdout)}
     assert rows[("solver", "probe_good")][4] == "ok"
+    assert rows[("hooks", "probe_hooks")][4] == "ok"
     assert rows[("algorithm", "probe_bad")][4:6] == ["FAILED:", "ModuleNotFoundError:"]
     assert "no_such_module_for_probe" in " ".join(rows[("algorithm", "probe_bad")])
-    # Every installed component besides the broken probe imports fine.
-    others = [row for key, row in rows.items() if key != ("algorithm", "probe_bad") and row[0] != "hooks"]
+    assert rows[("hooks", "probe_bad_hooks")][4:6] == ["FAILED:", "RuntimeError:"]
+    assert "probe hook plugin is broken" in " ".join(rows[("hooks", "probe_bad_hooks")])
+    # A plugin that kills its interpreter fails its own check, and only its own.
+    assert "FAILED: the check's interpreter exited with status 3" in " ".join(rows[("env", "probe_crash")])
+    # Every installed component and hook plugin besides the broken probes imports fine.
+    broken = {("algorithm", "probe_bad"), ("hooks", "probe_bad_hooks"), ("env", "probe_crash")}
+    others = [row for key, row in rows.items() if key not in broken]
     assert others and all(row[4] == "ok" for row in others), [r for r in others if r[4] != "ok"]
     for kind in KINDS:
         for name in getattr(popmarl, kind).names():
             assert (kind[:-1], name) in rows
+    for ep in metadata.entry_points(group=PLUGIN_GROUP):
+        assert rows[("hooks", ep.name)][4] == "ok"
+
+
+def test_version_prints_popmarl_and_each_installed_plugin(run_cli, probe_dists) -> None:
+    _, sites = probe_dists
+    result = run_cli("--version", pythonpath=sites)
+    assert result.returncode == 0, result
+    lines = result.stdout.splitlines()
+    assert lines[0] == f"popmarl {popmarl.__version__}"
+    assert "popmarl-probe-good 3.1.4" in lines and "popmarl-probe-bad 0.0.1" in lines
+    for dist in metadata.distributions():  # every installed distribution registering popmarl entry points
+        if dist.metadata["Name"] != "popmarl" and any(ep.group.startswith("popmarl.") for ep in dist.entry_points):
+            assert f"{dist.metadata['Name']} {dist.version}" in lines
+    assert len(lines) == len(set(lines))
 
 
 # -- popmarl show -----------------------------------------------------------------------------
 
 def test_show_prints_summary_table_and_meta_strategies(run_inprocess, run_cli, tmp_path: Path) -> None:
-    summary = run_inprocess(stopping={"max_iterations": 3})
+    summary = run_inprocess(stopping={"max_iterations": 3}, trackers=["jsonl"])
     result = run_cli("show", tmp_path / "run")
     assert result.returncode == 0, result
     out = result.stdout
@@ -168,8 +197,13 @@ def test_show_prints_summary_table_and_meta_strategies(run_inprocess, run_cli, t
     table = [line.split() for line in out.splitlines() if line.startswith("player_0/")]
     values = read_npz(tmp_path / "run" / "payoffs.npz")["payoffs"][0]
     assert [float(v) for v in table[1][1:]] == pytest.approx(values[1].tolist(), abs=1e-4)
-    for name in ("config.yaml", "summary.json", "metrics.jsonl", "payoffs.npz", "checkpoints"):
-        assert str(tmp_path / "run" / name) in out
+    listed = [line.split(None, 1) for line in out.splitlines()[-8:]]
+    run = tmp_path / "run"
+    expected = sorted(p.name for p in run.iterdir())
+    assert [(kind, Path(path).name) for kind, path in listed[-len(expected):]] == [
+        ("directory" if (run / name).is_dir() else "file", name) for name in expected]
+    assert {"config.yaml", "summary.json", "metrics.jsonl", "payoffs.npz", "events.jsonl", "checkpoints"} <= set(expected)
+    assert f"directory  {run / 'checkpoints'}/" in out.splitlines()
 
 
 def test_show_summarises_a_long_meta_strategy_by_its_support(run_inprocess, run_cli, tmp_path: Path) -> None:
@@ -200,3 +234,17 @@ def test_summary_json_is_plain_json(run_inprocess, tmp_path: Path) -> None:
     text = (tmp_path / "run" / "summary.json").read_text()
     assert json.loads(text)["status"] == "completed"
     assert "NaN" not in text and "Infinity" not in text
+
+
+def test_summary_json_puts_headline_figures_before_the_policy_lists(run_inprocess, tmp_path: Path) -> None:
+    summary = run_inprocess(stopping={"max_iterations": 12})
+    text = (tmp_path / "run" / "summary.json").read_text()
+    assert json.loads(text) == json.loads(json.dumps(summary))
+    keys = list(json.loads(text))
+    assert keys[-2:] == ["populations", "meta_strategies"]
+    assert keys.index("nash_conv") < 10 and keys.index("iterations") < 10 and keys.index("status") < 10
+    lines = text.splitlines()
+    headline = max(i for i, line in enumerate(lines) if line.startswith(('  "nash_conv"', '  "wall_time_s"')))
+    assert headline < 12, text  # the figures come first, unburied
+    ids = summary["populations"]["player_0"]["policies"]
+    assert len(ids) == 13 and sum(ids[0] in line for line in lines) == 1  # a policy list is one line

@@ -16,10 +16,17 @@ import numpy as np
 import pytest
 
 import popmarl
+from popmarl.registry import installed
 
 from core_helpers import tree_digest
 
 OPENSPIEL_INSTALLED = "openspiel" in popmarl.envs.names()
+
+
+def hint(distribution: str) -> tuple[str, ...]:
+    """The install hint an unknown name's error gives for ``distribution``: only where it is
+    not installed (test_registry checks that an installed one is never named)."""
+    return () if installed(distribution) else (f"./plugins/{distribution}",)
 
 
 class Workspace:
@@ -131,12 +138,12 @@ def missing_required_key(ws):
 
 # -- component names ------------------------------------------------------------------------
 
-@case("env.name", "unknown env 'gridworld'", "matrix", "pip install popmarl-openspiel")
+@case("env.name", "unknown env 'gridworld'", "matrix", *hint("popmarl-openspiel"))
 def unknown_env(ws):
     return ["run", ws.config(env={"name": "gridworld"}), "--out", ws.out]
 
 
-@case("env.name", "pip install popmarl-openspiel", "matrix")
+@case("env.name", "matrix", *hint("popmarl-openspiel"))
 def unknown_env_openspiel(ws):
     # Where the openspiel plugin is installed, 'openspiel' is known: a near miss must then
     # still point at it.
@@ -149,7 +156,7 @@ def unknown_algorithm(ws):
     return ["run", ws.config(algorithm={"name": "dqnn"}), "--out", ws.out]
 
 
-@case("solver.name", "unknown solver 'no_such_solver'", "uniform", "latest", "pip install popmarl-solvers")
+@case("solver.name", "unknown solver 'no_such_solver'", "uniform", "latest", *hint("popmarl-solvers"))
 def unknown_solver(ws):
     return ["run", ws.config(solver={"name": "no_such_solver"}), "--out", ws.out]
 
@@ -292,16 +299,30 @@ def resume_a_dir_that_is_not_a_run(ws):
     return ["run", ws.config(), "--resume", ws.root / "empty"]
 
 
-@case("--resume", "different config", "seed")
+@case("--resume", "differs from the run's config in: seed", "popmarl run --resume")
 def resume_with_a_different_config(ws):
     done = ws.finished_run()
     return ["run", ws.config(seed=5), "--resume", done]
 
 
-@case("--resume", "different config", "env")
+@case("--resume", "differs from the run's config in: env.params.game")
 def resume_with_a_different_game(ws):
     done = ws.finished_run()
     return ["run", ws.config(env={"params": {"game": "matching_pennies"}}), "--resume", done]
+
+
+@case("--resume", "differs from the run's config in: stopping.max_iterations;", "--set stopping.max_iterations=N")
+def resume_with_a_config_whose_stopping_differs(ws):
+    # The README's `run CONFIG --set stopping.max_iterations=1 --out D` then `run CONFIG --resume D`
+    # would otherwise re-read max_iterations from the file and run on.
+    done = ws.finished_run()
+    return ["run", ws.config(stopping={"max_iterations": 5}), "--resume", done]
+
+
+@case("--resume", "different config", "differs in: seed", "only stopping and trackers may change")
+def resume_setting_a_key_that_is_not_stopping(ws):
+    done = ws.finished_run()
+    return ["run", "--resume", done, "--set", "seed=5"]
 
 
 @case("--out", "already holds a run", "--resume")
@@ -326,9 +347,9 @@ def unknown_subcommand(ws):
     return ["fly", "--out", ws.out]
 
 
-@case("required", "config")
+@case("run", "a CONFIG is required", "--resume")
 def run_without_a_config(ws):
-    return ["run"]
+    return ["run", "--out", ws.out]
 
 
 @case("unrecognized arguments", "--outt")

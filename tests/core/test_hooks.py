@@ -310,3 +310,25 @@ def test_console_tracker_stderr_stream(run_cli, write_config, tmp_path: Path) ->
     assert result.returncode == 0, result
     assert result.stdout == ""
     assert "completed after 3 iterations" in result.stderr
+
+
+def test_console_rows_show_their_own_cumulative_elapsed_and_policies_per_population(capsys) -> None:
+    """Each plain line shows its iteration's wall time (cumulative over a resumed run's
+    sessions), not the time since the tracker started; policies per population by name;
+    ``–`` for the rate of an iteration without env steps."""
+    tracker = ConsoleTracker(live=False)
+    info = RunInfo(run_dir="r", scenario="psro", seed=0, config={"stopping": {"max_iterations": 500}},
+                   populations=("player_0", "player_1"), resumed=True, start_iteration=309)
+    tracker.popmarl_run_start(run=info)
+    rows = [{"iteration": 310, "nash_conv": 0.5, "population_size/player_0": 311, "population_size/player_1": 311,
+             "iteration_env_steps": 0, "steps_per_s": 0.0, "wall_time_s": 1234.56},
+            {"iteration": 311, "nash_conv": 0.25, "population_size/player_0": 312, "population_size/player_1": 312,
+             "iteration_env_steps": 5000, "steps_per_s": 12345.6, "wall_time_s": 1300.0}]
+    for row in rows:
+        tracker.popmarl_iteration_end(run=info, iteration=row["iteration"], metrics=row)
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("iteration ")]
+    assert lines == [
+        "iteration 310/500  policies player_0 311, player_1 311  nash_conv 0.500000  env steps/s –  elapsed 1234.6s",
+        "iteration 311/500  policies player_0 312, player_1 312  nash_conv 0.250000  env steps/s 12,346  "
+        "elapsed 1300.0s",
+    ]

@@ -14,7 +14,7 @@ import pytest
 import popmarl
 from popmarl import registries
 from popmarl.errors import PluginError, UnknownComponentError
-from popmarl.registry import KINDS, STRICT_ENV, PluginWarning, Registry
+from popmarl.registry import KINDS, STRICT_ENV, PluginWarning, Registry, install_hint, installed, plugin_distributions
 
 #: What the core distribution itself registers, per kind.
 CORE_BUILTINS = {
@@ -95,8 +95,23 @@ def test_unknown_name_lists_installed_names_and_a_guess() -> None:
     assert "did you mean 'uniform'?" in message
     for name in popmarl.solvers.names():
         assert name in message
-    assert "pip install popmarl-solvers" in message
+    assert ("pip install ./plugins/popmarl-solvers" in message) is not installed("popmarl-solvers")
     assert isinstance(caught.value, KeyError)  # lookups by name fail like a mapping's
+
+
+def test_install_hints_name_only_distributions_that_are_not_installed(make_dist) -> None:
+    """A hint says what works (a plugin's path in a checkout, not an index name that no
+    index has) and never names a distribution that is already installed."""
+    make_dist("popmarl-hint-present", entry_points={"popmarl.solvers": {"hint_present": "nowhere:X"}})
+    assert installed("popmarl-hint-present") and not installed("popmarl-hint-absent")
+    assert install_hint(["popmarl-hint-present"]) == ""
+    assert install_hint(["popmarl-hint-present", "popmarl-hint-absent"]) == (
+        "; more from a popmarl checkout: pip install ./plugins/popmarl-hint-absent")
+    for kind in KINDS:
+        message = getattr(popmarl, kind).unknown_message("zzzz")
+        for dist in plugin_distributions():
+            assert dist not in message, (kind, message)
+        assert "pip install popmarl" not in message  # no index has popmarl's plugins
 
 
 def test_unknown_name_without_a_close_match_has_no_guess() -> None:

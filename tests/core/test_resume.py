@@ -125,14 +125,50 @@ def test_resume_with_more_iterations_continues_the_run(run_inprocess, tmp_path: 
     assert_same_arrays(read_npz(tmp_path / "split" / "payoffs.npz"), read_npz(tmp_path / "straight" / "payoffs.npz"))
 
 
+def test_readme_run_then_resume_continues_the_run_as_configured(run_cli, write_config, tmp_path: Path) -> None:
+    """The README's two lines: `run CONFIG --out D --set stopping.max_iterations=N`, then
+    `run --resume D` continues with D's config (N), not the file's max_iterations."""
+    config = write_config(stopping={"max_iterations": 30})
+    first = run_cli("run", config, "--out", "runs/demo", "--set", "stopping.max_iterations=2")
+    assert first.returncode == 0, first
+    digest = tree_digest(tmp_path / "runs" / "demo")
+    resumed = run_cli("run", "--resume", "runs/demo")
+    assert resumed.returncode == 0, resumed
+    summary = read_summary(tmp_path / "runs" / "demo")
+    assert summary["iterations"] == 2 and summary["status"] == "completed"
+    assert len(read_metrics(tmp_path / "runs" / "demo")) == 2
+    assert "resume:" not in resumed.stdout
+    # The file's config, which says 30, is refused rather than silently run on to 30.
+    refused = run_cli("run", config, "--resume", "runs/demo")
+    assert refused.returncode == 2 and "stopping.max_iterations" in refused.stderr, refused
+    after = tree_digest(tmp_path / "runs" / "demo")
+    assert [k for k in digest if digest[k] != after.get(k)] in ([], ["summary.json"])
+
+
+def test_resume_applies_and_says_an_explicit_stopping_change(run_cli, write_config, tmp_path: Path) -> None:
+    run_cli("run", write_config(stopping={"max_iterations": 2}, trackers=["console"]), "--out", "run")
+    result = run_cli("run", "--resume", "run", "--set", "stopping.max_iterations=4")
+    assert result.returncode == 0, result
+    assert result.stdout.splitlines()[0] == "resume: stopping.max_iterations 2 -> 4"
+    assert read_summary(tmp_path / "run")["iterations"] == 4
+    metrics = read_metrics(tmp_path / "run")
+    assert [m["iteration"] for m in metrics] == [1, 2, 3, 4]
+    # The console's rows show the run's elapsed time, carried over the resume.
+    rows = [line.split() for line in result.stdout.splitlines() if line.startswith("iteration ")]
+    assert [(row[1], row[-1]) for row in rows] == [(f"{m['iteration']}/4", f"{m['wall_time_s']:.1f}s")
+                                                   for m in metrics[2:]]
+    assert "max_iterations: 4" in (tmp_path / "run" / "config.yaml").read_text()
+
+
 def test_resume_refuses_a_corrupt_checkpoint_without_touching_it(run_inprocess, run_cli, write_config,
                                                                   tmp_path: Path) -> None:
     run_inprocess(stopping={"max_iterations": 2})
     state = tmp_path / "run" / "checkpoints" / "state.json"
     state.write_text("{ not json")
     before = tree_digest(tmp_path / "run")
-    result = run_cli("run", write_config(stopping={"max_iterations": 4}), "--resume", tmp_path / "run")
+    result = run_cli("run", "--resume", tmp_path / "run", "--set", "stopping.max_iterations=4")
     assert result.returncode == 2, result
+    assert result.stdout == "", result  # the stopping change is not announced: nothing happens
     assert result.stderr.count("\n") == 1 and "state.json" in result.stderr and "Traceback" not in result.stderr
     assert tree_digest(tmp_path / "run") == before
 

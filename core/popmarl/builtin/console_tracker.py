@@ -1,13 +1,15 @@
 """Tracker ``console``: a live progress display of the run.
 
-On a terminal: a live panel (iteration, population sizes, NashConv, env steps/s,
-elapsed) redrawn each iteration. Elsewhere (logs, CI): one plain line per iteration.
+On a terminal: a live panel redrawn each iteration; elsewhere (logs, CI): one plain line
+per iteration. Each row shows the iteration (of ``stopping.max_iterations``), the number of
+policies in each population, NashConv, the iteration's env steps per second (``–`` for an
+iteration that took no env steps: exact oracles with exact evaluation) and the run's wall
+time at the end of that iteration, over every session of a resumed run.
 """
 
 from __future__ import annotations
 
 import sys
-import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -52,7 +54,6 @@ class ConsoleTracker(Tracker):
 
     @hookimpl
     def popmarl_run_start(self, run: RunInfo) -> None:
-        self._start = time.monotonic()
         self._max = run.config.get("stopping", {}).get("max_iterations")
         verb = "resuming" if run.resumed else "starting"
         self.console.print(f"popmarl: {verb} {run.scenario} in {run.run_dir} (seed {run.seed})")
@@ -62,19 +63,19 @@ class ConsoleTracker(Tracker):
 
     def _table(self) -> Table:
         table = Table(title="popmarl", expand=False)
-        for column in ("iteration", "populations", "nash_conv", "steps/s", "elapsed"):
+        for column in ("iteration", "policies", "nash_conv", "env steps/s", "elapsed"):
             table.add_column(column, justify="right")
         for m in self._history[-12:]:
             table.add_row(*self._cells(m))
         return table
 
     def _cells(self, m: Mapping[str, Any]) -> list[str]:
-        sizes = "/".join(str(v) for k, v in m.items() if k.startswith("population_size/"))
+        sizes = ", ".join(f"{k.split('/', 1)[1]} {v}" for k, v in m.items() if k.startswith("population_size/"))
         of = f"/{self._max}" if self._max else ""
         # Exact oracles and exact evaluation take no env steps: no rate to show.
-        rate = _fmt(m.get("steps_per_s"), ",.0f") if m.get("iteration_env_steps") else "exact"
+        rate = _fmt(m.get("steps_per_s"), ",.0f") if m.get("iteration_env_steps") else "–"
         return [f"{m['iteration']}{of}", sizes, _fmt_nash_conv(m.get("nash_conv")), rate,
-                f"{time.monotonic() - self._start:.1f}s"]
+                _fmt(m.get("wall_time_s"), ".1f") + "s" * (m.get("wall_time_s") is not None)]
 
     @hookimpl
     def popmarl_iteration_end(self, run: RunInfo, iteration: int, metrics: Mapping[str, Any]) -> None:
@@ -83,7 +84,7 @@ class ConsoleTracker(Tracker):
             self._live.update(self._table())
             return
         it, sizes, nash, sps, elapsed = self._cells(metrics)
-        self.console.print(f"iteration {it}  populations {sizes}  nash_conv {nash}  steps/s {sps}  elapsed {elapsed}")
+        self.console.print(f"iteration {it}  policies {sizes}  nash_conv {nash}  env steps/s {sps}  elapsed {elapsed}")
 
     @hookimpl
     def popmarl_run_end(self, run: RunInfo, summary: Mapping[str, Any]) -> None:
