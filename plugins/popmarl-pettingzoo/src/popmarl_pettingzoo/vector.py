@@ -284,8 +284,8 @@ def _final_batches(finished: Finished) -> dict[str, tuple[np.ndarray, Observatio
             batches.append(batch)
     result = {}
     for agent, (ids, batches) in rows.items():
-        masks = [b.mask for b in batches]
-        mask = None if masks[0] is None else np.concatenate(masks)  # type: ignore[arg-type]
+        masks = [b.mask for b in batches if b.mask is not None]
+        mask = np.concatenate(masks) if masks else None
         result[agent] = (np.array(ids, dtype=np.int64),
                          Observations(obs=np.concatenate([b.obs for b in batches]), mask=mask, agent=agent))
     return result

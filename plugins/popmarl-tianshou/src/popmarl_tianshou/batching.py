@@ -49,7 +49,8 @@ def gym_space(space: Space) -> gym.Space:
     """The gymnasium equivalent of a popmarl space (Tianshou's policies need one)."""
     if isinstance(space, Discrete):
         return gym.spaces.Discrete(space.n)
-    return gym.spaces.Box(low=space.low, high=space.high, shape=space.shape, dtype=np.dtype(space.dtype))
+    dtype = np.dtype(space.dtype)
+    return gym.spaces.Box(low=space.low.astype(dtype), high=space.high.astype(dtype), shape=space.shape, dtype=dtype)
 
 
 def transitions(episodes: Sequence[Episode], space: PolicySpace) -> Batch:
