@@ -30,8 +30,9 @@ class Step:
     ``truncated`` flags the finished games that were cut off (e.g. by a time limit)
     rather than ended; for those, ``final`` gives each agent still in play at the cut
     its observation then (env ids and a batch per agent, as in ``decisions``), which
-    learners bootstrap from. An agent of a finished game missing from ``final`` ended its
-    episode by termination.
+    learners bootstrap from (its mask may allow no action: the agent need not be the one
+    to move). An agent of a finished game missing from ``final`` ended its episode by
+    termination.
     """
 
     decisions: Mapping[str, tuple[np.ndarray, Observations]]

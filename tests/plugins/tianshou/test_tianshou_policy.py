@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
+import attrs
 import numpy as np
 import pytest
 import torch
@@ -359,3 +360,12 @@ def test_dqn_bootstraps_truncated_episodes_from_the_cut_observation():
         bootstrap = 0.9 * best_legal if cut else 0.0
         assert returns[3] == pytest.approx(1.0 + bootstrap, rel=1e-5)
         assert returns[2] == pytest.approx(0.9 * 1.0 + 0.9 * bootstrap, rel=1e-5)  # two steps, then the cut
+    # Not the learner's move at the cut (a turn-based game's mask is all False then):
+    # the bootstrap maximises over every action instead of over none.
+    ended, second = _bootstrap_episodes(True)
+    idle = attrs.evolve(second, final_mask=np.zeros(3, bool))
+    buffer = to_buffer(transitions([ended, idle], policy_space))
+    indices = np.arange(len(buffer))
+    returns = trainer.algorithm._preprocess_batch(buffer[indices], buffer, indices).returns.numpy().reshape(-1)
+    assert buffer.obs_next.mask[3].all()
+    assert returns[3] == pytest.approx(1.0 + 0.9 * float(q_cut.max()), rel=1e-5)

@@ -10,7 +10,9 @@ The last transition of a terminated episode has ``terminated=True`` (Tianshou
 bootstraps nothing after it); that of a truncated one has ``truncated=True``,
 ``terminated=False`` and the observation at the cut as ``obs_next``, so Tianshou's
 n-step targets (DQN) and GAE (PPO, A2C) bootstrap from its value, as they do for
-Gymnasium's time limits. Both set ``done``, which ends the episode for Tianshou.
+Gymnasium's time limits. Both set ``done``, which ends the episode for Tianshou. Where
+the mask at the cut allows no action (the learner was not to move then, e.g. in a
+turn-based game), DQN's bootstrap maximises over every action.
 """
 
 from __future__ import annotations
@@ -80,7 +82,9 @@ def transitions(episodes: Sequence[Episode], space: PolicySpace) -> Batch:
             legal = np.ones((steps, n), bool) if episode.masks is None else np.asarray(episode.masks, bool)
             masks.append(legal)
             last_legal = np.ones((1, n), bool)
-            if cut and episode.final_mask is not None:
+            if cut and episode.final_mask is not None and np.any(episode.final_mask):
+                # (No legal action: the learner was not to move at the cut, as in a
+                # turn-based game; its bootstrap then maximises over every action.)
                 last_legal = np.asarray(episode.final_mask, bool).reshape(1, n)
             masks_next.append(np.concatenate([legal[1:], last_legal]))
     if not obs:
