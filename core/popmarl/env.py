@@ -27,6 +27,12 @@ class Step:
     last call, with every agent's episode return (env agent order) in ``returns``; those
     games have already been reset and their first decisions are in ``decisions``.
     ``rewards`` is ``[num_envs, n_agents]``: reward received since the last call.
+    ``truncated`` flags the finished games that were cut off (e.g. by a time limit)
+    rather than ended; for those, ``final`` gives each agent still in play at the cut
+    its observation then (env ids and a batch per agent, as in ``decisions``), which
+    learners bootstrap from (its mask may allow no action: the agent need not be the one
+    to move). An agent of a finished game missing from ``final`` ended its episode by
+    termination.
     """
 
     decisions: Mapping[str, tuple[np.ndarray, Observations]]
@@ -34,6 +40,7 @@ class Step:
     finished: np.ndarray
     returns: np.ndarray
     truncated: np.ndarray
+    final: Mapping[str, tuple[np.ndarray, Observations]] = attrs.field(factory=dict)
 
 
 class VectorEnv(ABC):

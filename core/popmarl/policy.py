@@ -18,7 +18,10 @@ class Policy(ABC):
 
     @abstractmethod
     def act(self, batch: Observations, *, explore: bool, rng: np.random.Generator) -> np.ndarray:
-        """One action per row of ``batch``; never an action the row's mask forbids."""
+        """One action per row of ``batch``; never an action the row's mask forbids.
+        Box actions may lie past the bounds (a Gaussian's sample): the rollout engine
+        clips what the env receives, and a learner's episodes keep the policy's own
+        action."""
 
     @abstractmethod
     def get_weights(self) -> Weights:

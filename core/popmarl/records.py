@@ -137,7 +137,13 @@ class EvalResult:
 
 @attrs.frozen(kw_only=True)
 class Episode:
-    """One finished episode's transitions for a learner (arrays over its decisions)."""
+    """One finished episode's transitions for a learner (arrays over its decisions).
+
+    Exactly one of ``terminated`` (the episode ended: nothing follows the last decision)
+    and ``truncated`` (it was cut off, e.g. by a time limit) holds. A truncated episode
+    carries ``final_obs`` (and ``final_mask``), the learner's observation when it was
+    cut, so that learning bootstraps from its value rather than from zero.
+    """
 
     agent: str
     obs: np.ndarray
@@ -147,6 +153,15 @@ class Episode:
     terminated: bool
     truncated: bool
     episode_return: float
+    final_obs: np.ndarray | None = None
+    final_mask: np.ndarray | None = None
+
+    def __attrs_post_init__(self) -> None:
+        if self.terminated == self.truncated:
+            raise ValueError(f"Episode: exactly one of terminated and truncated must hold, got terminated="
+                             f"{self.terminated}, truncated={self.truncated}")
+        if self.truncated and self.final_obs is None:
+            raise ValueError("Episode: a truncated episode needs final_obs, the observation when it was cut off")
 
 
 @attrs.frozen(kw_only=True)

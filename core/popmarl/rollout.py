@@ -25,6 +25,8 @@ from popmarl.spaces import Box, Space
 #: or None when no more episodes should start.
 Sampler = Callable[[int], "tuple[Mapping[str, Policy], Any] | None"]
 IDLE = -1
+#: An agent's observation (and legal-action mask) when its episode was cut off.
+Cut = tuple[np.ndarray, "np.ndarray | None"]
 
 
 @attrs.frozen(kw_only=True)
@@ -64,7 +66,9 @@ class _Recorder:
         if self.rewards[slot]:
             self.rewards[slot][-1] += reward
 
-    def finish(self, slot: int, episode_return: float, truncated: bool) -> Episode | None:
+    def finish(self, slot: int, episode_return: float, cut: Cut | None) -> Episode | None:
+        """The slot's episode: truncated, with the observation ``cut`` (and its mask),
+        when it was cut off with this agent in play; terminated otherwise."""
         obs = self.obs[slot]
         episode = None
         if obs:
@@ -74,9 +78,11 @@ class _Recorder:
                 actions=np.asarray(self.actions[slot]),
                 rewards=np.asarray(self.rewards[slot], dtype=np.float32),
                 masks=np.stack(self.masks[slot]) if self.masks[slot] else None,
-                terminated=not truncated,
-                truncated=truncated,
+                terminated=cut is None,
+                truncated=cut is not None,
                 episode_return=float(episode_return),
+                final_obs=None if cut is None else cut[0],
+                final_mask=None if cut is None else cut[1],
             )
         self.clear(slot)
         return episode
@@ -234,9 +240,9 @@ class RolloutWorker:
                 live = table.busy[step.finished]
                 returns.append(step.returns[live])
                 truncations.append(step.truncated[live])
+                cuts = _cuts(step) if recorders else {}
                 for row in np.flatnonzero(live):
                     slot = int(step.finished[row])
-                    truncated = bool(step.truncated[row])
                     tags.append(slot_tag[slot])
                     for agent, rec in recorders.items():
                         policy = table.policy_at(agent, slot)
@@ -244,7 +250,7 @@ class RolloutWorker:
                         if k is None:
                             rec.clear(slot)
                             continue
-                        episode = rec.finish(slot, step.returns[row][agent_index[agent]], truncated)
+                        episode = rec.finish(slot, step.returns[row][agent_index[agent]], cuts.get((agent, slot)))
                         if episode is not None:
                             kept[k].append(episode)
                     refill(slot)
@@ -290,12 +296,30 @@ class RolloutWorker:
                 elif not is_learner and opponent_epsilon > 0:
                     chosen = _perturb(chosen, sub, space, opponent_epsilon, rng)
             if rows is None:
-                return chosen
+                return _applied(chosen, space)
             if actions is None:
                 actions = np.zeros((len(codes), *chosen.shape[1:]), dtype=chosen.dtype)
             actions[rows] = chosen
         assert actions is not None
-        return actions
+        return _applied(actions, space)
+
+
+def _applied(actions: np.ndarray, space: Space) -> np.ndarray:
+    """What the env receives: Box actions clipped to the bounds (a learner's episode
+    keeps the policy's own sample, e.g. a Gaussian draw past a bound, which is what its
+    log-probability is of)."""
+    return space.clip(actions) if isinstance(space, Box) else actions
+
+
+def _cuts(step: Step) -> dict[tuple[str, int], Cut]:
+    """``step.final`` by (agent, game): copies, since the env owns its buffers."""
+    cuts: dict[tuple[str, int], Cut] = {}
+    for agent, (env_ids, batch) in step.final.items():
+        obs = np.array(batch.obs)
+        masks = None if batch.mask is None else np.array(batch.mask)
+        for row, slot in enumerate(env_ids.tolist()):
+            cuts[(agent, int(slot))] = (obs[row], None if masks is None else masks[row])
+    return cuts
 
 
 def _take(batch: Observations, rows: np.ndarray) -> Observations:
@@ -327,8 +351,7 @@ def _perturb(
 def _any_legal(batch: Observations, space: Space) -> np.ndarray:
     """A legal action per row (for games with no more episodes to play)."""
     if isinstance(space, Box):
-        value = np.clip(0.0, space.low, space.high)
-        return np.full((len(batch), *space.shape), value, dtype=space.dtype)
+        return np.broadcast_to(space.clip(np.zeros(space.shape)), (len(batch), *space.shape)).copy()
     if batch.mask is None:
         return np.zeros(len(batch), dtype=np.int64)
     return np.asarray(batch.mask).argmax(axis=1)

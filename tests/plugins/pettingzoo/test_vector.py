@@ -230,7 +230,7 @@ def test_explore_rewards_add_up_to_the_returns(module: str, kwargs: dict[str, An
 def test_dict_and_tuple_observations_are_flattened() -> None:
     space = gs.Dict({"pos": gs.Box(-1, 1, (2,)), "kind": gs.Discrete(3), "action_mask": gs.MultiBinary(4)})
     codec = ObservationCodec("a", space, mask_source="obs", n_actions=4, flatten=True)
-    assert codec.space == Box(shape=(5,), low=-1.0, high=1.0)
+    assert codec.space == Box(shape=(5,), low=[0, 0, 0, -1, -1], high=1.0)  # one-hot kind, then pos
     raw = {"pos": np.array([0.5, -0.5], np.float32), "kind": 2, "action_mask": np.array([1, 0, 1, 0], np.int8)}
     batch = codec.batch([raw, raw], None)
     np.testing.assert_array_equal(batch.obs, [[0.0, 0.0, 1.0, 0.5, -0.5]] * 2)  # keys sorted: kind, pos

@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
+import attrs
 import numpy as np
 import pytest
 import torch
@@ -78,15 +79,16 @@ def test_actor_critic_probabilities_are_the_masked_softmax(name):
 
 
 @pytest.mark.parametrize("name", ACTOR_CRITIC)
-def test_box_actions_are_gaussian_and_clipped(name):
+def test_box_actions_are_the_gaussian_sample_unclipped(name):
+    """The policy returns its own sample (the action PPO/A2C train on); the rollout,
+    not the policy, clips what the env gets."""
     policy = algorithm(name, log_std_init=0.0).make_policy(space=BOX_SPACE, seed=0)
     batch = Observations(obs=np.eye(4, dtype=np.float32)[np.arange(400) % 4])
     rng = np.random.default_rng(0)
     actions = policy.act(batch, explore=True, rng=rng)
     assert actions.shape == (400, 1) and actions.dtype == np.float32
-    assert actions.min() >= -1.0 and actions.max() <= 1.0
     assert np.unique(actions).size > 200  # sampled, not constant
-    assert (np.abs(actions) == 1.0).any()  # std 1: some samples clipped
+    assert (np.abs(actions) > 1.0).sum() > 50  # std 1: many samples past the bounds, kept as drawn
     deterministic = algorithm(name, deterministic_eval=True).make_policy(space=BOX_SPACE, seed=0)
     first = deterministic.act(batch, explore=False, rng=rng)
     assert np.array_equal(first, deterministic.act(batch, explore=False, rng=rng))
@@ -257,13 +259,16 @@ def test_transitions_follow_the_episode_contract():
                       terminated=True, truncated=False, episode_return=1.5)
     short = Episode(agent="a", obs=np.array([[9.0]], np.float32), actions=np.array([1]),
                     rewards=np.array([-1.0], np.float32), masks=None, terminated=False, truncated=True,
-                    episode_return=-1.0)
+                    episode_return=-1.0, final_obs=np.array([7.0], np.float32), final_mask=np.array([False, True]))
     batch = transitions([episode, short], policy_space)
     assert batch.obs.obs[:, 0].tolist() == [1, 2, 3, 9]
-    assert batch.obs_next.obs[:3, 0].tolist() == [2, 3, 3]
+    assert batch.obs_next.obs[:, 0].tolist() == [2, 3, 3, 7]  # a truncated episode's: the observation at the cut
     assert batch.obs_next.mask[:2].tolist() == [[False, True], [True, False]]
+    assert batch.obs_next.mask[3].tolist() == [False, True]
     assert batch.obs.mask[3].tolist() == [True, True]  # no mask: every action legal
     assert batch.done.tolist() == [False, False, True, True]
+    assert batch.terminated.tolist() == [False, False, True, False]
+    assert batch.truncated.tolist() == [False, False, False, True]
     assert batch.rew.tolist() == [0.0, 0.5, 1.0, -1.0]
     assert batch.act.tolist() == [0, 1, 0, 1]
 
@@ -299,3 +304,68 @@ def test_defaults_resolve_into_the_run_config(tmp_path: Path):
     path.write_text("env: matrix\nalgorithm: {name: dqn, params: {lr: 0.01}}\n", encoding="utf-8")
     params = popmarl.load_config(str(path)).algorithm.params
     assert params["lr"] == 0.01 and params["hidden"] == [128, 128] and params["double"] is True
+
+
+def _bootstrap_episodes(cut: bool) -> list[Episode]:
+    """Two two-step episodes on Box observations, the second cut off (or not) after a
+    reward of 1 on its last decision."""
+    ended = Episode(agent="a", obs=np.array([[0.1, 0.2], [0.3, 0.4]], np.float32), actions=np.array([0, 1]),
+                    rewards=np.array([0.0, 2.0], np.float32), masks=None, terminated=True, truncated=False,
+                    episode_return=2.0)
+    final = dict(final_obs=np.array([0.9, -0.5], np.float32), final_mask=np.array([True, False, True])) if cut else {}
+    second = Episode(agent="a", obs=np.array([[0.5, 0.6], [0.7, 0.8]], np.float32), actions=np.array([2, 0]),
+                     rewards=np.array([0.0, 1.0], np.float32), masks=None, terminated=not cut, truncated=cut,
+                     episode_return=1.0, **final)
+    return [ended, second]
+
+
+@pytest.mark.parametrize("name", ACTOR_CRITIC)
+def test_truncated_episodes_bootstrap_from_the_value_at_the_cut(name):
+    """Tianshou's GAE returns: r + γ·V(observation at the cut) for the last transition of a
+    truncated episode, r for a terminated one."""
+    policy_space = space(Box(shape=(2,)), Discrete(n=3))
+    algo = algorithm(name, gamma=0.9, gae_lambda=0.95)
+    trainer = algo.make_trainer(policy=algo.make_policy(space=policy_space, seed=0), space=policy_space, seed=0)
+    critic = trainer.algorithm.critic
+    for cut in (True, False):
+        batch = transitions(_bootstrap_episodes(cut), policy_space)
+        buffer = to_buffer(batch)
+        indices = np.arange(len(buffer))
+        returns = trainer.algorithm._add_returns_and_advantages(buffer[indices], buffer, indices).returns.numpy()
+        assert returns[1] == pytest.approx(2.0)  # the terminated episode: nothing after its last reward
+        with torch.no_grad():
+            v_cut = float(critic(torch.tensor([[0.9, -0.5]])).reshape(()))
+        assert abs(v_cut) > 1e-3
+        assert returns[3] == pytest.approx(1.0 + 0.9 * v_cut if cut else 1.0, rel=1e-5)
+
+
+def test_dqn_bootstraps_truncated_episodes_from_the_cut_observation():
+    """Tianshou's n-step target: r + γ·max over the legal actions at the cut of Q, for a
+    truncated episode's last transition; r for a terminated one."""
+    policy_space = space(Box(shape=(2,)), Discrete(n=3))
+    algo = algorithm("dqn", gamma=0.9, n_step=2, target_update_freq=1)
+    policy = algo.make_policy(space=policy_space, seed=0)
+    trainer = algo.make_trainer(policy=policy, space=policy_space, seed=0)
+    assert isinstance(trainer, DQNTrainer)
+    trainer.algorithm._update_lagged_network_weights()
+    with torch.no_grad():
+        q_cut = policy.qnet(torch.tensor([[0.9, -0.5]]))[0].numpy()[0]
+    best_legal = float(max(q_cut[0], q_cut[2]))  # action 1 is illegal at the cut
+    assert abs(best_legal) > 1e-3
+    for cut in (True, False):
+        buffer = to_buffer(transitions(_bootstrap_episodes(cut), policy_space))
+        indices = np.arange(len(buffer))
+        returns = trainer.algorithm._preprocess_batch(buffer[indices], buffer, indices).returns.numpy().reshape(-1)
+        assert returns[1] == pytest.approx(2.0)
+        bootstrap = 0.9 * best_legal if cut else 0.0
+        assert returns[3] == pytest.approx(1.0 + bootstrap, rel=1e-5)
+        assert returns[2] == pytest.approx(0.9 * 1.0 + 0.9 * bootstrap, rel=1e-5)  # two steps, then the cut
+    # Not the learner's move at the cut (a turn-based game's mask is all False then):
+    # the bootstrap maximises over every action instead of over none.
+    ended, second = _bootstrap_episodes(True)
+    idle = attrs.evolve(second, final_mask=np.zeros(3, bool))
+    buffer = to_buffer(transitions([ended, idle], policy_space))
+    indices = np.arange(len(buffer))
+    returns = trainer.algorithm._preprocess_batch(buffer[indices], buffer, indices).returns.numpy().reshape(-1)
+    assert buffer.obs_next.mask[3].all()
+    assert returns[3] == pytest.approx(1.0 + 0.9 * float(q_cut.max()), rel=1e-5)

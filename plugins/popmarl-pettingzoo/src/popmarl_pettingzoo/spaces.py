@@ -23,11 +23,12 @@ MaskSource = Literal["obs", "info"] | None
 MASK_KEY = "action_mask"
 
 
-def box_of(space: gs.Box, shape: tuple[int, ...] | None = None) -> Box:
-    """A popmarl Box with ``space``'s shape (or ``shape``) and its loosest bounds."""
-    low = float(np.min(space.low)) if space.low.size else -np.inf
-    high = float(np.max(space.high)) if space.high.size else np.inf
-    return Box(shape=space.shape if shape is None else shape, low=low, high=high)  # type: ignore[arg-type]  # attrs converter=tuple
+def box_of(space: gs.Box, shape: tuple[int, ...] | None = None, dtype: str = "float32") -> Box:
+    """A popmarl Box with ``space``'s per-entry bounds, reshaped to ``shape`` (same
+    size) when given."""
+    shape = space.shape if shape is None else shape
+    return Box(shape=shape, low=space.low.reshape(shape), high=space.high.reshape(shape),  # type: ignore[arg-type]  # attrs converter=tuple
+               dtype=dtype)
 
 
 class ObservationCodec:
@@ -94,9 +95,7 @@ class ActionCodec:
             self._start = int(space.start)
             self._box: gs.Box | None = None
         elif isinstance(space, gs.Box):
-            bounds = box_of(space)
-            self.space = Box(shape=space.shape, low=bounds.low, high=bounds.high,  # type: ignore[arg-type]
-                             dtype=str(space.dtype))
+            self.space = box_of(space, dtype=str(space.dtype))
             self._box = space
         else:
             raise ConfigError(

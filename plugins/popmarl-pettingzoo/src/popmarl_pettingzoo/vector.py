@@ -5,8 +5,10 @@ copies into one :class:`~popmarl.records.Observations` per agent (arrays allocat
 their final size and filled row by row; they belong to the caller), so the rollout
 engine makes one policy call per population per step. Episode returns are summed per
 copy in ``possible_agents`` order; finished copies reset at once, and their first
-decisions are in the same Step. Copy ``i`` is seeded with ``seed + i`` on its first
-reset; later episodes continue its random stream.
+decisions are in the same Step. A copy cut off (the env's truncation or ``max_steps``)
+reports each agent still in play with its observation at the cut (``Step.final``), which
+learners bootstrap from. Copy ``i`` is seeded with ``seed + i`` on its first reset; later
+episodes continue its random stream.
 
 AEC games: rewards follow PettingZoo's ``last()`` contract (an agent's cumulative reward
 since it last acted, collected whenever it is selected, dead or alive), so returns equal
@@ -27,7 +29,9 @@ from popmarl.records import Observations
 
 from popmarl_pettingzoo.spaces import ActionCodec, ObservationCodec
 
-Finished = list[tuple[int, np.ndarray, bool]]
+#: Per finished copy: its index, returns, whether it was cut off, and the observation of
+#: each agent in play at the cut (one-row batches).
+Finished = list[tuple[int, np.ndarray, bool, dict[str, Observations]]]
 
 
 class _Vector(VectorEnv):
@@ -47,6 +51,7 @@ class _Vector(VectorEnv):
         self._returns = np.zeros((num_envs, len(self.agents)))
         self._steps = [0] * num_envs
         self._truncated = [False] * num_envs
+        self._final: list[dict[str, Observations]] = [{} for _ in range(num_envs)]
         self._pending: dict[str, np.ndarray] = {}
         self._none = np.zeros(0, dtype=np.int64)  # empty (read-only) results of a Step with no finished game
         self._no_returns = np.zeros((0, len(self.agents)))
@@ -64,9 +69,17 @@ class _Vector(VectorEnv):
         self._returns[i] = 0.0
         self._steps[i] = 0
         self._truncated[i] = False
+        self._final[i] = {}
+
+    def _cut(self, i: int, agent: str, raw: Any, info: Any) -> None:
+        """Copy ``i``'s episode was cut off with ``agent`` in play: keep its observation
+        then (``raw``, read with ``info`` for info masks), for learners to bootstrap from."""
+        self._truncated[i] = True
+        codec = self._obs_codecs[agent]
+        self._final[i][agent] = codec.batch([raw], [info] if codec.mask_source == "info" else None)
 
     def _finish(self, i: int, finished: Finished) -> None:
-        finished.append((i, self._returns[i].copy(), self._truncated[i]))
+        finished.append((i, self._returns[i].copy(), self._truncated[i], self._final[i]))
 
     def _zeros(self) -> np.ndarray:
         return np.zeros((self.num_envs, len(self.agents)))
@@ -104,6 +117,7 @@ class _Vector(VectorEnv):
             finished=np.array([f[0] for f in finished], dtype=np.int64),
             returns=np.stack([f[1] for f in finished]),
             truncated=np.array([f[2] for f in finished], dtype=bool),
+            final=_final_batches(finished),
         )
 
     @abstractmethod
@@ -163,6 +177,8 @@ class AECVector(_Vector):
                         if reward:
                             rewards[i, index[agent]] += reward
                             returns[i, index[agent]] += reward
+                        if not raw.terminations.get(agent, False) and agent not in self._final[i]:
+                            self._cut(i, agent, env.observe(agent), raw.infos.get(agent))
                     self._truncated[i] = True
                 if restarted and self._steps[i] == 0:
                     raise RuntimeError(f"{raw} ended an episode without any agent acting")
@@ -177,7 +193,7 @@ class AECVector(_Vector):
                 returns[i, index[agent]] += reward
             if raw.terminations[agent] or raw.truncations[agent]:
                 if not raw.terminations[agent]:
-                    self._truncated[i] = True
+                    self._cut(i, agent, env.observe(agent), raw.infos.get(agent))
                 env.step(None)
                 continue
             return agent  # type: ignore[no-any-return]
@@ -220,12 +236,17 @@ class ParallelVector(_Vector):
             for agent, truncated in truncations.items():
                 if truncated and not terminations.get(agent, False):
                     self._truncated[i] = True
+                    if agent in obs:
+                        self._cut(i, agent, obs[agent], infos.get(agent))
             self._obs[i], self._infos[i] = obs, infos
             self._steps[i] += 1
             live = env.agents
             if not live or (max_steps and self._steps[i] >= max_steps):
                 if live:
                     self._truncated[i] = True
+                    for agent in live:
+                        if agent in obs and agent not in self._final[i]:
+                            self._cut(i, agent, obs[agent], infos.get(agent))
                 self._finish(i, finished)
                 self._restart(i)
         return self._result(rewards, finished)
@@ -251,3 +272,20 @@ class ParallelVector(_Vector):
     def _infos_of(self, agent: str, copies: list[int]) -> list[Any]:
         infos = self._infos
         return [infos[i].get(agent) for i in copies]
+
+
+def _final_batches(finished: Finished) -> dict[str, tuple[np.ndarray, Observations]]:
+    """The cut-off copies' final observations, one batch per agent (``Step.final``)."""
+    rows: dict[str, tuple[list[int], list[Observations]]] = {}
+    for i, _, _, final in finished:
+        for agent, batch in final.items():
+            ids, batches = rows.setdefault(agent, ([], []))
+            ids.append(i)
+            batches.append(batch)
+    result = {}
+    for agent, (ids, batches) in rows.items():
+        masks = [b.mask for b in batches if b.mask is not None]
+        mask = np.concatenate(masks) if masks else None
+        result[agent] = (np.array(ids, dtype=np.int64),
+                         Observations(obs=np.concatenate([b.obs for b in batches]), mask=mask, agent=agent))
+    return result

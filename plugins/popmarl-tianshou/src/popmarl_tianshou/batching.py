@@ -4,9 +4,15 @@ An :class:`~popmarl.records.Episode` holds one agent's decisions; its transition
 goes from ``obs[t]`` to ``obs[t+1]`` with the reward attributed to decision ``t``, and
 the last one ends the episode. With discrete actions each observation is stored as
 ``Batch(obs=features, mask=legal)``, the layout Tianshou's policies read masks from, so
-the next state's mask limits the bootstrap target to legal actions. The last transition
-is terminal: popmarl does not record an observation after a truncation, so a truncated
-episode is not bootstrapped either.
+the next state's mask limits the bootstrap target to legal actions.
+
+The last transition of a terminated episode has ``terminated=True`` (Tianshou
+bootstraps nothing after it); that of a truncated one has ``truncated=True``,
+``terminated=False`` and the observation at the cut as ``obs_next``, so Tianshou's
+n-step targets (DQN) and GAE (PPO, A2C) bootstrap from its value, as they do for
+Gymnasium's time limits. Both set ``done``, which ends the episode for Tianshou. Where
+the mask at the cut allows no action (the learner was not to move then, e.g. in a
+turn-based game), DQN's bootstrap maximises over every action.
 """
 
 from __future__ import annotations
@@ -45,34 +51,46 @@ def gym_space(space: Space) -> gym.Space:
     """The gymnasium equivalent of a popmarl space (Tianshou's policies need one)."""
     if isinstance(space, Discrete):
         return gym.spaces.Discrete(space.n)
-    return gym.spaces.Box(low=space.low, high=space.high, shape=space.shape, dtype=np.dtype(space.dtype))
+    dtype = np.dtype(space.dtype)
+    return gym.spaces.Box(low=space.low.astype(dtype), high=space.high.astype(dtype), shape=space.shape, dtype=dtype)
 
 
 def transitions(episodes: Sequence[Episode], space: PolicySpace) -> Batch:
     """The episodes' transitions, episode after episode, as one flat Tianshou batch with
     ``obs``, ``act``, ``rew``, ``terminated``, ``truncated``, ``done`` and ``obs_next``."""
     discrete = isinstance(space.action_space, Discrete)
-    obs, obs_next, masks, masks_next, acts, rews, ends = [], [], [], [], [], [], []
+    obs, obs_next, masks, masks_next, acts, rews, ends, cuts = [], [], [], [], [], [], [], []
     for episode in episodes:
         steps = len(episode.actions)
         if steps == 0:
             continue
         x = features(space.observation_space, episode.obs[:steps])
+        cut = episode.truncated and episode.final_obs is not None
+        # After the last decision: the observation at the cut, or a placeholder that a
+        # terminated transition never reads.
+        last = features(space.observation_space, np.asarray(episode.final_obs)[None]) if cut else x[-1:]
         obs.append(x)
-        obs_next.append(np.concatenate([x[1:], x[-1:]]))
+        obs_next.append(np.concatenate([x[1:], last]))
         acts.append(np.asarray(episode.actions))
         rews.append(np.asarray(episode.rewards, dtype=np.float64))
         end = np.zeros(steps, bool)
         end[-1] = True
         ends.append(end)
+        cuts.append(np.full(steps, cut))
         if discrete:
             n = space.action_space.n  # type: ignore[union-attr]
             legal = np.ones((steps, n), bool) if episode.masks is None else np.asarray(episode.masks, bool)
             masks.append(legal)
-            masks_next.append(np.concatenate([legal[1:], np.ones((1, n), bool)]))
+            last_legal = np.ones((1, n), bool)
+            if cut and episode.final_mask is not None and np.any(episode.final_mask):
+                # (No legal action: the learner was not to move at the cut, as in a
+                # turn-based game; its bootstrap then maximises over every action.)
+                last_legal = np.asarray(episode.final_mask, bool).reshape(1, n)
+            masks_next.append(np.concatenate([legal[1:], last_legal]))
     if not obs:
         return Batch()
     done = np.concatenate(ends)
+    truncated = done & np.concatenate(cuts)
     act = np.concatenate(acts)
     act = act.astype(np.int64) if discrete else act.astype(np.float32)
     if discrete:
@@ -81,8 +99,8 @@ def transitions(episodes: Sequence[Episode], space: PolicySpace) -> Batch:
     else:
         obs_batch = Batch(obs=np.concatenate(obs))
         next_batch = Batch(obs=np.concatenate(obs_next))
-    return Batch(obs=obs_batch, act=act, rew=np.concatenate(rews), terminated=done,
-                 truncated=np.zeros_like(done), done=done, obs_next=next_batch)
+    return Batch(obs=obs_batch, act=act, rew=np.concatenate(rews), terminated=done & ~truncated,
+                 truncated=truncated, done=done, obs_next=next_batch)
 
 
 def to_buffer(batch: Batch, *, seed: int = 0) -> ReplayBuffer:

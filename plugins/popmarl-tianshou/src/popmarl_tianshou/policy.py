@@ -151,8 +151,15 @@ class CategoricalPolicy(TorchPolicy, ExplicitPolicy):
 
 
 class GaussianPolicy(TorchPolicy):
-    """A diagonal Gaussian over a Box, clipped to its bounds; with ``deterministic_eval``
-    the mean is played when not exploring."""
+    """A diagonal Gaussian over a Box; with ``deterministic_eval`` the mean is played
+    when not exploring.
+
+    ``act`` returns the Gaussian's own sample, which may lie past the Box's bounds: the
+    rollout clips what the env receives, entry by entry, and the learner's episodes
+    record (and PPO/A2C train on) the unclipped sample, the action whose
+    log-probability the policy gives. Clipping is part of the environment here, as in
+    Tianshou's own collectors.
+    """
 
     def __init__(self, *, space: PolicySpace, actor: GaussianActor, deterministic_eval: bool = False) -> None:
         super().__init__(space=space, modules={"actor": actor})
@@ -168,5 +175,4 @@ class GaussianPolicy(TorchPolicy):
             loc_t, scale_t = self.actor(self.features(batch))[0]
         loc, scale = loc_t.numpy(), scale_t.numpy()
         action = loc if (self.deterministic_eval and not explore) else loc + scale * rng.standard_normal(loc.shape)
-        action = np.clip(action, self.box.low, self.box.high)
         return action.reshape(len(batch), *self.box.shape).astype(self.box.dtype)
