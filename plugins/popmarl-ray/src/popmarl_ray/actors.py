@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -25,6 +25,9 @@ from popmarl.records import EvalResult, EvalTask, LearnResult, LearnTask, TrainR
 from popmarl.registries import Registries
 from popmarl_ray.learner import AsyncAgentInterface
 
+#: Components registered in the driver without an entry point (``with_component``),
+#: shipped to the actors by value: ``{(kind, name): class}``.
+LocalComponents = Mapping[tuple[str, str], Any]
 #: How many learning policies (training attempts) a worker keeps a copy of.
 ACTING_CACHE = 8
 
@@ -40,11 +43,11 @@ class ExploreReport:
     accepted: bool
 
 
-def build_executor(setup: RunSetup, num_cpus: float) -> Executor:
+def build_executor(setup: RunSetup, local: LocalComponents, num_cpus: float) -> Executor:
     """The env, algorithm and policy store of this process: by registered name, or the
-    classes the driver shipped (``setup.local_components``)."""
+    classes the driver registered in its process only (``local``)."""
     found = Registries.current()
-    for (kind, name), obj in setup.local_components.items():
+    for (kind, name), obj in local.items():
         found = found.with_component(kind, name, obj)
     env = found.component("envs", setup.env_name, setup.env_params)
     algorithm = found.component("algorithms", setup.algorithm_name, setup.algorithm_params)
@@ -62,10 +65,10 @@ def writable(weights: Weights) -> dict[str, np.ndarray]:
 class _Actor:
     """Builds the executor; ``ready`` reports the process id or the building error."""
 
-    def __init__(self, setup: RunSetup, num_cpus: float) -> None:
+    def __init__(self, setup: RunSetup, local: LocalComponents, num_cpus: float) -> None:
         self._error: BaseException | None = None
         try:
-            self.executor = build_executor(setup, num_cpus)
+            self.executor = build_executor(setup, local, num_cpus)
         except Exception as exc:
             self._error = exc
         self.setup = setup
@@ -87,8 +90,8 @@ class _Actor:
 class RolloutWorkerActor(_Actor):
     """Fills payoff entries and plays training episodes for the learners."""
 
-    def __init__(self, setup: RunSetup, num_cpus: float, params: Any, data: Any) -> None:
-        super().__init__(setup, num_cpus)
+    def __init__(self, setup: RunSetup, local: LocalComponents, num_cpus: float, params: Any, data: Any) -> None:
+        super().__init__(setup, local, num_cpus)
         self.params = params
         self.data = data
         self._acting: dict[str, tuple[int, Policy]] = {}
@@ -139,9 +142,9 @@ class RolloutWorkerActor(_Actor):
 class LearnerActor(_Actor):
     """One population's learner: runs its oracle, or trains on the workers' episodes."""
 
-    def __init__(self, setup: RunSetup, num_cpus: float, population: str,
+    def __init__(self, setup: RunSetup, local: LocalComponents, num_cpus: float, population: str,
                  params: Any, data: Any, max_staleness: int) -> None:
-        super().__init__(setup, num_cpus)
+        super().__init__(setup, local, num_cpus)
         if self._error is None:
             self.agent = AsyncAgentInterface(
                 space=setup.spaces[population], algorithm=self.executor.algorithm, env=self.executor.env,

@@ -20,7 +20,7 @@ from ray.exceptions import GetTimeoutError
 from popmarl.backend import Backend, Components, RunSetup
 from popmarl.records import EvalResult, EvalTask, LearnResult, LearnTask, TrainResult, TrainTask, Weights
 from popmarl_ray import cluster, scheduling
-from popmarl_ray.actors import LearnerActor, RolloutWorkerActor, writable
+from popmarl_ray.actors import LearnerActor, LocalComponents, RolloutWorkerActor, writable
 from popmarl_ray.config import RayConfig
 from popmarl_ray.faults import (
     ActorGroup,
@@ -74,18 +74,19 @@ class RayBackend(Backend):
             setup = attrs.evolve(setup, num_envs=config.num_envs_per_worker, train_num_envs=config.num_envs_per_worker)
         self.populations = tuple(setup.mapping.populations)
         self._check_resources()
+        local = local_components(setup)
         params = remote(ParameterServerActor).options(num_cpus=0).remote()
         data = remote(EpisodeServerActor).options(num_cpus=0).remote()
         self._params, self._data, self._servers = params, data, [params, data]
 
         def worker(slot: int) -> Any:
             options = remote(RolloutWorkerActor).options(num_cpus=config.num_cpus_per_worker)
-            return options.remote(setup, config.num_cpus_per_worker, params, data)
+            return options.remote(setup, local, config.num_cpus_per_worker, params, data)
 
         def learner(slot: int) -> Any:
             options = remote(LearnerActor).options(num_cpus=config.num_cpus_per_learner,
                                                    num_gpus=config.num_gpus_per_learner)
-            return options.remote(setup, config.num_cpus_per_learner, self.populations[slot], params, data,
+            return options.remote(setup, local, config.num_cpus_per_learner, self.populations[slot], params, data,
                                   config.max_staleness)
 
         self.workers = ActorGroup(what="rollout worker", size=config.num_rollout_workers, make=worker,
@@ -209,3 +210,9 @@ class RayBackend(Backend):
         """How many dead actors were replaced during the run (so far)."""
         return self._replaced + sum(g.replaced for g in (self.workers, self.learners) if g is not None)
 
+
+def local_components(setup: RunSetup) -> LocalComponents:
+    """The run's env and algorithm when registered in the driver only (``with_component``,
+    e.g. in a notebook, passed with ``popmarl.run(..., registries=...)``): the actors get
+    them by value, not by entry point."""
+    return dict(setup.local_components)
