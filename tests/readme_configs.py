@@ -1,5 +1,5 @@
 """The README's YAML blocks as run configs, for the tests that run each of them
-(tests/plugins/mlflow/test_readme_configs.py, tests/plugins/ray/test_readme_configs.py).
+(tests/plugins/mlflow/test_mlflow_readme_configs.py, tests/plugins/ray/test_ray_readme_configs.py).
 
 Every ```yaml block of README.md is a config. A block with an ``env`` key is a whole
 config; a block without one is a fragment, pasted into the README's first whole config:
