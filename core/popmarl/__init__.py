@@ -41,6 +41,7 @@ if TYPE_CHECKING:
         TrainResult,
         TrainTask,
     )
+    from popmarl.registries import Registries, RegistriesLike
     from popmarl.rollout import RolloutWorker
     from popmarl.scenario import RunContext, Scenario
     from popmarl.solver import MetaSolver, SolverResult
@@ -81,6 +82,7 @@ _EXPORTS: dict[str, str] = {
     "TrainBudget": "popmarl.records",
     "TrainResult": "popmarl.records",
     "TrainTask": "popmarl.records",
+    "Registries": "popmarl.registries",
     "RolloutWorker": "popmarl.rollout",
     "RunContext": "popmarl.scenario",
     "Scenario": "popmarl.scenario",
@@ -125,26 +127,41 @@ def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_EXPORTS) | set(KINDS))
 
 
-def load_config(path: str, overrides: list[str] | tuple[str, ...] = ()) -> RunConfig:
-    """Read and validate a YAML run config (see DESIGN §5)."""
+def load_config(path: str, overrides: list[str] | tuple[str, ...] = (), *,
+                registries: RegistriesLike | None = None) -> RunConfig:
+    """Read and validate a YAML run config (see DESIGN §5). Component names are looked
+    up in ``registries`` (a :class:`Registries`, or ``{kind: Registry}`` for the kinds
+    that differ from ``popmarl.<kind>``, e.g. ``{"solvers": popmarl.solvers.with_component(...)}``)."""
     from popmarl.config import load_config as _load
 
-    return _load(path, overrides)
+    return _load(path, overrides, registries=registries)
 
 
-def run(config: RunConfig, out: str | None = None, *, resume: str | None = None) -> dict[str, Any]:
-    """Run (or, with ``resume``, continue) a config; return the summary."""
+def validate(raw: Any, *, registries: RegistriesLike | None = None) -> RunConfig:
+    """Validate a config given as plain data (a dict as in the YAML file); component
+    names are looked up in ``registries`` as in :func:`load_config`."""
+    from popmarl.config import validate as _validate
+
+    return _validate(raw, registries=registries)
+
+
+def run(config: RunConfig, out: str | None = None, *, resume: str | None = None,
+        registries: RegistriesLike | None = None) -> dict[str, Any]:
+    """Run (or, with ``resume``, continue) a config; return the summary. Pass the
+    ``registries`` the config was validated with when it names a component registered
+    in this process only (``with_component``): the run builds, and a backend's workers
+    rebuild, its components from them."""
     from popmarl.runner import run as _run
 
-    return _run(config, out=out, resume=resume)
+    return _run(config, out=out, resume=resume, registries=registries)
 
 
 __all__ = [
     "AgentInterface", "Algorithm", "Backend", "BestResponseProblem", "Box", "CheckpointError", "Component",
     "ConfigError", "Discrete", "Env", "Episode", "EvalResult", "EvalTask", "ExactEnv", "ExplicitPolicy",
     "MetaSolver", "Observations", "Opponents", "PluginError", "Policy", "PolicySpace", "PolicySpec",
-    "PopmarlError", "Registry", "ResumeError", "RolloutWorker", "RunContext", "RunInfo", "Scenario",
+    "PopmarlError", "Registries", "Registry", "ResumeError", "RolloutWorker", "RunContext", "RunInfo", "Scenario",
     "SolverResult", "Step", "Tracker", "TrainBudget", "TrainResult", "TrainTask", "Trainer",
     "UnknownComponentError", "UserError", "VectorEnv", "algorithms", "backends", "envs", "hookimpl",
-    "load_config", "run", "scenarios", "solvers", "trackers",
+    "load_config", "run", "scenarios", "solvers", "trackers", "validate",
 ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from abc import abstractmethod
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import attrs
 
@@ -17,7 +18,9 @@ from popmarl.records import EvalResult, EvalTask, LearnResult, LearnTask, TrainR
 @attrs.frozen(kw_only=True)
 class RunSetup:
     """Everything a backend needs to rebuild the run's components in another process:
-    component names and params, not live objects."""
+    component names and params, not live objects, except ``local_components``: the env
+    or algorithm registered in this process only (``with_component``), which another
+    process cannot find by name, by value (``{(kind, name): class}``)."""
 
     env_name: str
     env_params: Mapping[str, object]
@@ -29,6 +32,7 @@ class RunSetup:
     num_envs: int = 64
     train_num_envs: int = 32
     exact_evaluation: str = "auto"
+    local_components: Mapping[tuple[str, str], Any] = attrs.field(factory=dict)
 
 
 @attrs.frozen(kw_only=True)

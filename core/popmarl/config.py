@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 import yaml
@@ -18,6 +18,9 @@ import yaml
 from popmarl.errors import ConfigError, UnknownComponentError
 from popmarl.structure import structure_attrs, unstructure
 from popmarl.validators import at_least_one, non_negative, optional, positive, unit_interval
+
+if TYPE_CHECKING:
+    from popmarl.registries import Registries, RegistriesLike
 
 
 @attrs.frozen(kw_only=True)
@@ -112,10 +115,9 @@ def _normalize_components(raw: dict[str, Any]) -> None:
         raw["trackers"] = [{"name": t} if isinstance(t, str) else t for t in raw["trackers"]]
 
 
-def _check_component(kind: str, spec: ComponentConfig, path: str, problems: list[str]) -> ComponentConfig:
-    from popmarl import registries
-
-    registry = registries.get(kind)
+def _check_component(kind: str, spec: ComponentConfig, path: str, problems: list[str],
+                     found: Registries) -> ComponentConfig:
+    registry = found.get(kind)
     try:
         cls = registry.load(spec.name)
     except UnknownComponentError as exc:
@@ -130,7 +132,7 @@ def _check_component(kind: str, spec: ComponentConfig, path: str, problems: list
     return ComponentConfig(name=spec.name, params=unstructure(config))
 
 
-def _check_raw_components(raw: Mapping[str, Any], problems: list[str]) -> None:
+def _check_raw_components(raw: Mapping[str, Any], problems: list[str], found: Registries) -> None:
     """After a structural problem elsewhere: still check each well-formed component's name
     and params (a malformed one is already reported)."""
     specs = [(key, kind, raw.get(key)) for key, kind in COMPONENT_KINDS.items()]
@@ -139,12 +141,16 @@ def _check_raw_components(raw: Mapping[str, Any], problems: list[str]) -> None:
     for path, kind, value in specs:
         spec = structure_attrs(ComponentConfig, value, path, []) if isinstance(value, Mapping) else None
         if spec is not None:
-            _check_component(kind, spec, path, problems)
+            _check_component(kind, spec, path, problems, found)
 
 
-def validate(raw: Any, *, source: str = "config") -> RunConfig:
+def validate(raw: Any, *, source: str = "config", registries: RegistriesLike | None = None) -> RunConfig:
     """Validate plain data into a :class:`RunConfig` with every component's params
-    resolved (defaults filled in); raise :class:`ConfigError` listing every problem."""
+    resolved (defaults filled in); raise :class:`ConfigError` listing every problem.
+    Component names are looked up in ``registries`` (default: ``popmarl.<kind>``)."""
+    from popmarl.registries import Registries
+
+    found = Registries.of(registries)
     if not isinstance(raw, Mapping):
         raise ConfigError(f"{source}: must be a mapping of top-level keys, got {type(raw).__name__}")
     raw = dict(raw)
@@ -152,13 +158,13 @@ def validate(raw: Any, *, source: str = "config") -> RunConfig:
     problems: list[str] = []
     config = structure_attrs(RunConfig, raw, "", problems)
     if config is None:
-        _check_raw_components(raw, problems)  # so every problem is reported at once
+        _check_raw_components(raw, problems, found)  # so every problem is reported at once
         raise ConfigError(problems)
     resolved: dict[str, Any] = {}
     for key, kind in COMPONENT_KINDS.items():
-        resolved[key] = _check_component(kind, getattr(config, key), key, problems)
+        resolved[key] = _check_component(kind, getattr(config, key), key, problems, found)
     resolved["trackers"] = [
-        _check_component("trackers", t, f"trackers[{i}]", problems) for i, t in enumerate(config.trackers)
+        _check_component("trackers", t, f"trackers[{i}]", problems, found) for i, t in enumerate(config.trackers)
     ]
     if problems:
         raise ConfigError(problems)
@@ -238,14 +244,16 @@ def read_yaml(path: str | os.PathLike[str]) -> Any:
         raise ConfigError(f"{path}: invalid YAML{where}: {problem}") from None
 
 
-def load_config(path: str | os.PathLike[str], overrides: Sequence[str] = ()) -> RunConfig:
-    """Read, override and validate a config file."""
+def load_config(path: str | os.PathLike[str], overrides: Sequence[str] = (), *,
+                registries: RegistriesLike | None = None) -> RunConfig:
+    """Read, override and validate a config file (component names looked up in
+    ``registries``, default ``popmarl.<kind>``)."""
     raw = read_yaml(path)
     if raw is None:
         raise ConfigError(f"{path}: the config file is empty")
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: must be a mapping of top-level keys, got {type(raw).__name__}")
-    return validate(apply_overrides(raw, overrides), source=str(path))
+    return validate(apply_overrides(raw, overrides), source=str(path), registries=registries)
 
 
 def to_dict(config: RunConfig) -> dict[str, Any]:

@@ -11,7 +11,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from popmarl import registries
 from popmarl.algorithm import Algorithm, PolicySpace
 from popmarl.backend import Backend, Components, RunSetup
 from popmarl.config import RunConfig, dump, to_dict
@@ -20,6 +19,7 @@ from popmarl.errors import ConfigError
 from popmarl.plugins import Hooks, make_plugin_manager
 from popmarl.population import AgentMapping
 from popmarl.records import RunInfo
+from popmarl.registries import Registries, RegistriesLike
 from popmarl.rundir import RunDirectory
 from popmarl.scenario import RunContext, Scenario
 from popmarl.solver import MetaSolver
@@ -27,10 +27,11 @@ from popmarl.solver import MetaSolver
 _POPULATION_NAME = re.compile(r"[A-Za-z0-9_.-]+")
 
 
-def build(kind: str, spec: Any, path: str) -> Any:
-    """An instance of a configured component; a bad value becomes a ConfigError at ``path``."""
+def build(kind: str, spec: Any, path: str, found: Registries | None = None) -> Any:
+    """An instance of a configured component (looked up in ``found``, default
+    ``popmarl.<kind>``); a bad value becomes a ConfigError at ``path``."""
     try:
-        return registries.component(kind, spec.name, spec.params)
+        return (found or Registries.current()).component(kind, spec.name, spec.params)
     except (ValueError, TypeError) as exc:
         raise ConfigError(f"{path}: {spec.name}: {exc}") from None
 
@@ -61,26 +62,30 @@ def default_out(config: RunConfig) -> Path:
     return Path("runs") / f"{config.scenario.name}-{config.env.name}-{stamp}"
 
 
-def run(config: RunConfig, out: str | None = None, *, resume: str | None = None) -> dict[str, Any]:
+def run(config: RunConfig, out: str | None = None, *, resume: str | None = None,
+        registries: RegistriesLike | None = None) -> dict[str, Any]:
     """Run ``config`` into ``out``, or continue the run in ``resume``; return the summary.
 
     To continue a run as it was configured, pass its saved config
     (``load_config(Path(resume) / "config.yaml")``). ``config`` may differ from it only in
     ``stopping`` and ``trackers``: those changes are applied, saved to the run's
     ``config.yaml`` and printed (``resume: stopping.max_iterations 10 -> 50``); any other
-    difference is a ResumeError."""
+    difference is a ResumeError. Components are looked up in ``registries`` (default
+    ``popmarl.<kind>``), and those registered in this process only are shipped by value
+    to a backend's workers."""
+    found = Registries.of(registries)
     resolved = to_dict(config)
     changes: list[str] = []
     if resume is not None:
         run_dir, changes = RunDirectory.check_resume(resume, resolved)
     else:
         run_dir = RunDirectory.check_new(out if out is not None else default_out(config))
-    env: Env = build("envs", config.env, "env.params")
-    algorithm: Algorithm = build("algorithms", config.algorithm, "algorithm.params")
-    solver: MetaSolver = build("solvers", config.solver, "solver.params")
-    backend: Backend = build("backends", config.backend, "backend.params")
-    scenario: Scenario = build("scenarios", config.scenario, "scenario.params")
-    trackers = [build("trackers", t, f"trackers[{i}].params") for i, t in enumerate(config.trackers)]
+    env: Env = build("envs", config.env, "env.params", found)
+    algorithm: Algorithm = build("algorithms", config.algorithm, "algorithm.params", found)
+    solver: MetaSolver = build("solvers", config.solver, "solver.params", found)
+    backend: Backend = build("backends", config.backend, "backend.params", found)
+    scenario: Scenario = build("scenarios", config.scenario, "scenario.params", found)
+    trackers = [build("trackers", t, f"trackers[{i}].params", found) for i, t in enumerate(config.trackers)]
     mapping = AgentMapping.resolve(config.agents.mapping, env.agents)
     spaces = policy_spaces(env, mapping)
     scenario.check(config=config, mapping=mapping)
@@ -92,7 +97,9 @@ def run(config: RunConfig, out: str | None = None, *, resume: str | None = None)
                      algorithm_name=config.algorithm.name, algorithm_params=dict(config.algorithm.params),
                      mapping=mapping, spaces=spaces, seed=config.seed,
                      num_envs=config.evaluation.num_envs, train_num_envs=config.training.num_envs,
-                     exact_evaluation=config.evaluation.exact)
+                     exact_evaluation=config.evaluation.exact,
+                     local_components=found.in_process({"envs": config.env.name,
+                                                         "algorithms": config.algorithm.name}))
     # A run killed before its first checkpoint restarts from the beginning, in place.
     resuming = resume is not None and run_dir.state_file.is_file()
     # A corrupt checkpoint is reported before anything starts or changes.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from abc import abstractmethod
 from collections.abc import Callable, Mapping
@@ -19,6 +20,8 @@ from popmarl.population import AgentMapping
 from popmarl.records import RunInfo
 from popmarl.rundir import RunDirectory
 from popmarl.solver import MetaSolver
+
+log = logging.getLogger("popmarl")
 
 
 @attrs.frozen(kw_only=True)
@@ -54,7 +57,9 @@ class Scenario(Component):
 class IterativeScenario(Scenario):
     """A scenario that runs iterations from a checkpointed state: it announces the run,
     initialises or restores its state, loops, and always writes ``summary.json`` (status
-    ``completed``, ``stopped`` or ``failed``) and fires ``run_end``."""
+    ``completed``, ``stopped`` or ``failed``; a failed run's ``stop_reason`` is
+    ``error: Type: message`` of the error that stopped it) and fires ``run_end``. The
+    error that stopped a run is the one raised, whatever fails after it."""
 
     @abstractmethod
     def initialise(self) -> Any:
@@ -108,19 +113,62 @@ class IterativeScenario(Scenario):
         self.ctx = context
         self.session_start = time.monotonic()
         self.base_wall_time = 0.0
-        status, reason = "failed", "error"
         state = None
         try:
             context.hooks.run_start(context.info)
             state = self.restore() if context.resume else self.initialise()
             status, reason = self.loop(state)
-        except KeyboardInterrupt:
-            status, reason = "stopped", "interrupted"
+        except KeyboardInterrupt as exc:
+            self._end(state, "stopped", "interrupted", exc)
             raise
-        finally:
-            if state is not None:
+        except BaseException as exc:
+            self._end(state, "failed", f"error: {describe(exc)}", exc)
+            raise
+        return self._end(state, status, reason, None)
+
+    def _end(self, state: Any, status: str, reason: str, error: BaseException | None) -> dict[str, Any]:
+        """Finish (with a state), write ``summary.json`` and fire ``run_end``. While ``error``
+        propagates, a failure here is logged and noted on it, never raised over it; after
+        a clean loop, a failing ``finish`` makes the run ``failed`` and is raised once the
+        summary is written."""
+        finish_error: Exception | None = None
+        if state is not None:
+            try:
                 self.finish(state)
+            except Exception as exc:
+                if error is not None:
+                    _note(error, "finishing the run", exc)
+                else:
+                    finish_error = exc
+                    status, reason = "failed", f"error: finishing the run: {describe(exc)}"
+        raised = error if error is not None else finish_error
+        try:
             summary = self.summary(state, status, reason)
-            context.run_dir.write_summary(summary)
-            context.hooks.run_end(context.info, summary)
+        except Exception as exc:
+            if raised is None:
+                raise
+            _note(raised, "building the summary", exc)
+            summary = self.base_summary(status, reason)
+        for step, action in (("writing summary.json", self.ctx.run_dir.write_summary),
+                             ("the run_end hooks", lambda s: self.ctx.hooks.run_end(self.ctx.info, s))):
+            try:
+                action(summary)
+            except Exception as exc:
+                if raised is None:
+                    raise
+                _note(raised, step, exc)
+        if finish_error is not None:
+            raise finish_error
         return summary
+
+
+def describe(exc: BaseException) -> str:
+    """``Type: first line of the message``, for summaries and notes."""
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+
+
+def _note(error: BaseException, step: str, exc: Exception) -> None:
+    """Log a failure that happened while ``error`` propagates, and note it on ``error``."""
+    log.warning("popmarl: %s failed too, after %s: %s", step, describe(error), describe(exc), exc_info=exc)
+    error.add_note(f"then {step} failed too: {describe(exc)}")

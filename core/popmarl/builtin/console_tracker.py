@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -41,7 +42,7 @@ def _fmt_nash_conv(value: float | None) -> str:
 
 
 class ConsoleTracker(Tracker):
-    """Shows progress as the run goes, then the final summary."""
+    """Shows progress as the run goes, then the final summary and where the run directory is."""
 
     Config = ConsoleConfig
 
@@ -96,3 +97,5 @@ class ConsoleTracker(Tracker):
             f"nash_conv {_fmt_nash_conv(summary.get('nash_conv'))}; env steps {summary.get('env_steps')}; "
             f"{summary.get('wall_time_s', 0):.1f}s; summary in {run.run_dir}/summary.json"
         )
+        where = Path(run.run_dir)
+        self.console.print(f"popmarl: run directory {where.resolve()}; look at it with: popmarl show {where}")

@@ -44,6 +44,19 @@ def resolve_tracking_uri(uri: str | None, run_dir: str | os.PathLike[str]) -> st
     return Path(uri).resolve().as_uri()
 
 
+def refused_store(uri: str | None) -> str | None:
+    """Why MLflow 3 would refuse the store at ``uri``, or None: a plain directory
+    (``./mlruns``, ``file:///...``) is its file store, refused unless
+    ``MLFLOW_ALLOW_FILE_STORE=true``. Checked before a run starts, so that the run never
+    goes on untracked and the ``sync-mlflow`` hint never names a refused store."""
+    if not uri or uri == "databricks" or os.environ.get("MLFLOW_ALLOW_FILE_STORE", "").lower() in ("true", "1"):
+        return None
+    if urlsplit(uri).scheme not in ("", "file"):
+        return None
+    return (f"must be a database or server URI (sqlite:///PATH.db, http://HOST:PORT), got {uri!r}: MLflow 3 "
+            "refuses the directory store (or set MLFLOW_ALLOW_FILE_STORE=true)")
+
+
 def display_uri(uri: str) -> str:
     """``uri`` without a password, for messages."""
     parts = urlsplit(uri)

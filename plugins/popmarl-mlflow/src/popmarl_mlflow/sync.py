@@ -14,7 +14,7 @@ from typing import Any
 import attrs
 
 from popmarl.errors import UserError
-from popmarl_mlflow.connection import DEFAULT_EXPERIMENT, HttpLimits, OpenedRun, limited, open_run, resolve_tracking_uri
+from popmarl_mlflow.connection import DEFAULT_EXPERIMENT, HttpLimits, OpenedRun, limited, open_run, refused_store, resolve_tracking_uri
 from popmarl_mlflow.writer import RunWriter
 
 TRACKER_NAME = "mlflow"
@@ -129,7 +129,12 @@ def sync(run_dir: str | os.PathLike[str], *, tracking_uri: str | None = None, ex
         raise UserError(f"{path}: no such run directory")
     config = read_config(path)
     params = tracker_params(config)
-    uri = resolve_tracking_uri(tracking_uri or params.get("tracking_uri"), path)
+    given = tracking_uri or params.get("tracking_uri")
+    problem = refused_store(given)
+    if problem is not None:
+        where = "--tracking-uri" if tracking_uri else f"{path / 'config.yaml'}: the mlflow tracker's tracking_uri"
+        raise UserError(f"sync-mlflow {where}: {problem}; pass --tracking-uri sqlite:///PATH.db or a server")
+    uri = resolve_tracking_uri(given, path)
     name = experiment or params.get("experiment") or DEFAULT_EXPERIMENT
     if limits is None:
         limits = HttpLimits(timeout_s=int(params.get("http_timeout_s", 10)),

@@ -27,12 +27,19 @@ from popmarl_mlflow.connection import (
     display_uri,
     limited,
     open_run,
+    refused_store,
     resolve_tracking_uri,
 )
 from popmarl_mlflow.sync import catch_up, run_tags
 from popmarl_mlflow.writer import RunWriter
 
 log = logging.getLogger("popmarl_mlflow")
+
+
+def _check_store(uri: str | None) -> None:
+    problem = refused_store(uri)
+    if problem is not None:
+        raise ValueError(problem)
 
 
 @attrs.frozen(kw_only=True)
@@ -43,7 +50,7 @@ class MlflowConfig:
     name. ``log_checkpoints``: upload the frozen policies. ``http_timeout_s`` and
     ``http_retries``: per-request limits, so an outage costs seconds, not minutes."""
 
-    tracking_uri: str | None = None
+    tracking_uri: str | None = attrs.field(default=None, validator=lambda _i, _a, value: _check_store(value))
     experiment: str = DEFAULT_EXPERIMENT
     run_name: str | None = None
     log_checkpoints: bool = True

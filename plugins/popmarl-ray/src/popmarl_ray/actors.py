@@ -18,11 +18,11 @@ import attrs
 import numpy as np
 import ray
 
-from popmarl import registries
 from popmarl.backend import Components, RunSetup
 from popmarl.executor import Executor
 from popmarl.policy import Policy
 from popmarl.records import EvalResult, EvalTask, LearnResult, LearnTask, TrainResult, TrainTask, Weights
+from popmarl.registries import Registries
 from popmarl_ray.learner import AsyncAgentInterface
 
 #: Components registered in the driver without an entry point (``with_component``),
@@ -44,13 +44,13 @@ class ExploreReport:
 
 
 def build_executor(setup: RunSetup, local: LocalComponents, num_cpus: float) -> Executor:
-    """The env, algorithm and policy store of this process."""
-    import popmarl
-
+    """The env, algorithm and policy store of this process: by registered name, or the
+    classes the driver registered in its process only (``local``)."""
+    found = Registries.current()
     for (kind, name), obj in local.items():
-        setattr(popmarl, kind, registries.get(kind).with_component(name, obj))
-    env = registries.component("envs", setup.env_name, setup.env_params)
-    algorithm = registries.component("algorithms", setup.algorithm_name, setup.algorithm_params)
+        found = found.with_component(kind, name, obj)
+    env = found.component("envs", setup.env_name, setup.env_params)
+    algorithm = found.component("algorithms", setup.algorithm_name, setup.algorithm_params)
     torch = sys.modules.get("torch")
     if torch is not None:  # one intra-op thread per reserved CPU, not one per core of the node
         torch.set_num_threads(max(1, int(round(num_cpus))))

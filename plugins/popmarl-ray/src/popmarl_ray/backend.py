@@ -17,7 +17,6 @@ import attrs
 import ray
 from ray.exceptions import GetTimeoutError
 
-from popmarl import registries
 from popmarl.backend import Backend, Components, RunSetup
 from popmarl.records import EvalResult, EvalTask, LearnResult, LearnTask, TrainResult, TrainTask, Weights
 from popmarl_ray import cluster, scheduling
@@ -239,12 +238,7 @@ class RayBackend(Backend):
 
 
 def local_components(setup: RunSetup) -> LocalComponents:
-    """The run's env and algorithm when registered in this process only (``with_component``,
-    e.g. in a notebook): the actors get them by value, not by entry point."""
-    shipped: dict[tuple[str, str], Any] = {}
-    for kind, name in (("envs", setup.env_name), ("algorithms", setup.algorithm_name)):
-        entry = registries.get(kind).entry(name)
-        if entry.entry_point is None:
-            shipped[(kind, name)] = entry.obj
-    return shipped
-
+    """The run's env and algorithm when registered in the driver only (``with_component``,
+    e.g. in a notebook, passed with ``popmarl.run(..., registries=...)``): the actors get
+    them by value, not by entry point."""
+    return dict(setup.local_components)

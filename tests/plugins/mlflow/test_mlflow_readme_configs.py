@@ -1,0 +1,52 @@
+"""Every config the README shows runs as shown (see tests/readme_configs.py for how a
+fragment becomes a config, and the short overrides), here those on the local backend:
+each completes, and each ``mlflow`` tracker records a finished MLflow run. A tracking
+server at ``http://127.0.0.1:5000`` is this session's server; a sqlite store starts as a
+copy of an empty migrated one (migrating costs seconds). tests/plugins/ray runs the Ray
+blocks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import popmarl
+from popmarl.config import validate
+
+from mlflow_helpers import client, mlflow_run_id
+from popmarl_mlflow.connection import resolve_tracking_uri
+from readme_configs import readme_configs, short
+
+LOCAL = [c for c in readme_configs() if not c.uses_ray]
+README_SERVER = "http://127.0.0.1:5000"
+
+
+def test_the_readme_shows_configs_of_both_kinds() -> None:
+    assert len(LOCAL) >= 2 and any(c.uses_ray for c in readme_configs())
+
+
+@pytest.mark.parametrize("shown", LOCAL, ids=[f"README.md:{c.line}" for c in LOCAL])
+def test_a_readme_config_runs(shown, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                              request: pytest.FixtureRequest) -> None:
+    monkeypatch.chdir(tmp_path)  # relative paths in the config (sqlite:///runs/...) land here
+    config = short(shown.config)
+    config["trackers"] = [{"name": t} if isinstance(t, str) else t for t in config.get("trackers", [])]
+    run_dir = tmp_path / "runs" / "readme"
+    stores = []
+    for tracker in config["trackers"]:
+        if tracker["name"] != "mlflow":
+            continue
+        params = tracker.setdefault("params", {})
+        if params.get("tracking_uri") == README_SERVER:
+            params["tracking_uri"] = request.getfixturevalue("mlflow_server").uri
+        uri = resolve_tracking_uri(params.get("tracking_uri"), run_dir)
+        if uri.startswith("sqlite:///"):
+            request.getfixturevalue("fresh_store")(Path(uri.removeprefix("sqlite:///")).parent)
+        stores.append(uri)
+    summary = popmarl.run(validate(config), out="runs/readme")
+    assert summary["status"] == "completed" and summary["iterations"] == 1
+    assert (run_dir / "summary.json").is_file()
+    for uri in stores:
+        run = client(uri).get_run(mlflow_run_id(run_dir, uri))
+        assert run.info.status == "FINISHED" and run.data.tags["popmarl.status"] == "completed"

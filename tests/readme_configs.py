@@ -1,0 +1,59 @@
+"""The README's YAML blocks as run configs, for the tests that run each of them
+(tests/plugins/mlflow/test_mlflow_readme_configs.py, tests/plugins/ray/test_ray_readme_configs.py).
+
+Every ```yaml block of README.md is a config. A block with an ``env`` key is a whole
+config; a block without one is a fragment, pasted into the README's first whole config:
+its top-level keys replace that config's. Each is then shortened with
+:data:`SHORT_OVERRIDES` (``--set`` overrides: one iteration, small budgets) so it runs in
+seconds.
+"""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import attrs
+import yaml
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+#: The ``--set`` overrides every README config runs with.
+SHORT_OVERRIDES = ("stopping.max_iterations=1", "training.max_env_steps=200", "evaluation.episodes_per_entry=20")
+_FENCE = re.compile(r"^(?P<indent>[ \t]*)```yaml[ \t]*\n(?P<body>.*?)^(?P=indent)```", re.MULTILINE | re.DOTALL)
+
+
+@attrs.frozen
+class ReadmeConfig:
+    """A README block (``line``: where its fence starts) as the config it stands for."""
+
+    line: int
+    block: dict[str, Any]
+    config: dict[str, Any]
+
+    @property
+    def uses_ray(self) -> bool:
+        backend = self.config.get("backend")
+        return (backend.get("name") if isinstance(backend, dict) else backend) == "ray"
+
+
+def readme_configs(text: str | None = None) -> list[ReadmeConfig]:
+    """Every YAML block of the README, as a config (before :data:`SHORT_OVERRIDES`)."""
+    text = README.read_text(encoding="utf-8") if text is None else text
+    blocks = []
+    for match in _FENCE.finditer(text):
+        line = text.count("\n", 0, match.start()) + 1
+        block = yaml.safe_load(textwrap.dedent(match.group("body")))
+        assert isinstance(block, dict), f"README.md:{line}: a yaml block must be a mapping"
+        blocks.append((line, block))
+    bases = [block for _, block in blocks if "env" in block]
+    assert bases, "README.md: no yaml block with a whole config (an 'env' key)"
+    return [ReadmeConfig(line, block, block if "env" in block else {**bases[0], **block}) for line, block in blocks]
+
+
+def short(config: dict[str, Any]) -> dict[str, Any]:
+    """``config`` with :data:`SHORT_OVERRIDES` applied."""
+    from popmarl.config import apply_overrides
+
+    return apply_overrides(config, SHORT_OVERRIDES)
