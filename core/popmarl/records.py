@@ -74,7 +74,9 @@ class TrainBudget:
     ``max_wall_time_s``, or the mean return (``target_return``) or win rate (return > 0,
     ``target_win_rate``) over the last ``window`` episodes reaching its target. ``keep``:
     the ``last`` weights, or the ``best`` by windowed mean return at an update.
-    ``self_play``: the share of episodes played against the learner itself.
+    ``self_play``: the share of episodes in which every seat but the learner's is played
+    by a non-learning copy of the learner's current policy (the learner still learns
+    from its own seat only).
     ``opponent_epsilon``: the probability that an opponent's decision is replaced by a
     uniformly random legal action, so that a learner facing deterministic policies still
     meets the positions other play leads to.
