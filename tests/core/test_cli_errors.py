@@ -241,6 +241,16 @@ def psro_only_training_key_in_a_marl_run(ws):
     return ["run", ws.config(scenario="marl", training={"self_play": 0.5}), "--out", ws.out]
 
 
+@case("stopping.target_nash_conv", "applies to scenario psro only")
+def target_nash_conv_in_a_marl_run(ws):
+    return ["run", ws.config(scenario="marl", stopping={"target_nash_conv": 0.1}), "--out", ws.out]
+
+
+@case("solver", "applies to scenario psro only")
+def solver_in_a_marl_run(ws):
+    return ["run", ws.config(scenario="marl", solver="latest"), "--out", ws.out]
+
+
 @case("scenario.params.frozen", "unknown population", "player_7", "player_0")
 def marl_freezes_an_unknown_population(ws):
     return ["run", ws.config(scenario={"name": "marl", "params": {"frozen": {"player_7": "initial"}}}), "--out", ws.out]

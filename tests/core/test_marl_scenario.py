@@ -134,3 +134,24 @@ def test_marl_rejects_training_keys_that_only_psro_uses(tmp_path, with_reinforce
                         "training": {"max_episodes": 64, "max_env_steps": None, key: value},
                         "stopping": {"max_iterations": 1}})
     assert not (tmp_path / "run").exists() or not any((tmp_path / "run").iterdir())
+
+
+@pytest.mark.parametrize(("settings", "key"), [
+    ({"stopping": {"max_iterations": 1, "target_nash_conv": 0.1}}, "stopping.target_nash_conv"),
+    ({"solver": "latest"}, "solver"),
+])
+def test_marl_rejects_what_only_psro_uses(tmp_path, with_reinforce, settings, key):
+    """A solver or a NashConv target would be silently ignored by marl."""
+    with pytest.raises(popmarl.ConfigError) as raised:
+        _run(tmp_path, {"scenario": "marl", "env": "matrix", "algorithm": "reinforce", "trackers": [],
+                        "training": {"max_episodes": 64, "max_env_steps": None},
+                        "stopping": {"max_iterations": 1}, **settings})
+    assert str(raised.value).startswith(f"{key}: applies to scenario psro only")
+    assert not (tmp_path / "run").exists() or not any((tmp_path / "run").iterdir())
+
+
+def test_marl_accepts_the_default_solver_written_out(tmp_path, with_reinforce):
+    summary = _run(tmp_path, {"scenario": "marl", "env": "matrix", "algorithm": "reinforce", "trackers": [],
+                              "solver": {"name": "uniform"}, "training": {"max_episodes": 32, "max_env_steps": None},
+                              "evaluation": {"episodes_per_entry": 10}, "stopping": {"max_iterations": 1}})
+    assert summary["status"] == "completed" and summary["iterations"] == 1
