@@ -155,3 +155,27 @@ def test_marl_accepts_the_default_solver_written_out(tmp_path, with_reinforce):
                               "solver": {"name": "uniform"}, "training": {"max_episodes": 32, "max_env_steps": None},
                               "evaluation": {"episodes_per_entry": 10}, "stopping": {"max_iterations": 1}})
     assert summary["status"] == "completed" and summary["iterations"] == 1
+
+
+def test_psro_self_play_learner_stays_a_best_response_for_its_own_seat(tmp_path, with_reinforce):
+    """Each seat is paid 1 for its own action only (seat 0 for action 0, seat 1 for action 1),
+    whoever plays the other seat. With self_play 1 each learner plays its own seat against a
+    copy of itself and learns from that seat only: player_0 learns action 0, player_1
+    action 1 (learning from both seats, each would be pulled both ways)."""
+    payoffs = np.zeros((2, 2, 2))
+    payoffs[0, 0, :] = 1.0
+    payoffs[1, :, 1] = 1.0
+    np.save(tmp_path / "own.npy", payoffs)
+    _run(tmp_path, {
+        "env": {"name": "matrix", "params": {"game": "file", "path": str(tmp_path / "own.npy")}},
+        "algorithm": {"name": "reinforce", "params": {"lr": 2.0}},
+        "training": {"max_episodes": 320, "episodes_per_update": 32, "max_env_steps": None, "self_play": 1.0},
+        "stopping": {"max_iterations": 1}, "trackers": [],
+    })
+    run = popmarl.rundir.RunDirectory(tmp_path / "run")
+    for population, action in (("player_0", 0), ("player_1", 1)):
+        logits = run.load_policy(f"{population}/1")["logits"]
+        probs = np.exp(logits - logits.max()) / np.exp(logits - logits.max()).sum()
+        assert probs[action] > 0.9, (population, probs)
+    metrics = json.loads((tmp_path / "run" / "metrics.jsonl").read_text().splitlines()[0])
+    assert metrics["iteration_env_steps"] == 2 * 320 * 2  # two learners, 320 games each, two moves a game
