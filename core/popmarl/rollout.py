@@ -175,8 +175,8 @@ class RolloutWorker:
     ) -> tuple[list[Episode], int]:
         """Play ``learner`` in one of ``learner_agents`` per episode (chosen uniformly, so
         a shared policy plays every seat) against opponents drawn from their mixtures
-        once per episode; return the learner's finished episodes (one per episode, of
-        the seat it played) and the env steps taken.
+        once per episode; return the learner's finished episodes (one per episode in
+        which it moved, from the seat it played) and the env steps taken.
 
         With probability ``self_play`` an episode is self-play: every other seat is
         played by a copy of the learner's current policy that acts as an opponent
