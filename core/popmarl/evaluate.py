@@ -1,8 +1,9 @@
 """``popmarl eval``: play a finished run's meta-strategies against an opponent.
 
 Each population of the run plays every seat it maps to, for ``episodes`` episodes per
-seat, drawing its policy from its final meta-strategy once per episode; the other seats
-play a uniformly random policy, or the populations of another run of the same env.
+seat, drawing its policy once per episode from that seat's own final meta-strategy (with
+``agents.mapping: shared`` the seats' mixtures over the one pool differ); the other seats
+play a uniformly random policy, or the seats of another run of the same env.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from popmarl.runner import build, policy_spaces
 
 @attrs.frozen(kw_only=True)
 class Pool:
-    """A population's final policies and their meta-strategy."""
+    """The final policies a seat plays and its meta-strategy over them."""
 
     policies: tuple[Policy, ...]
     mixture: np.ndarray
@@ -39,7 +40,7 @@ class Pool:
 
 @attrs.frozen(kw_only=True)
 class LoadedRun:
-    """A run directory's config, env, agent mapping and final pools."""
+    """A run directory's config, env, agent mapping and final pools (one per agent)."""
 
     config: RunConfig
     env: Env
@@ -58,21 +59,33 @@ def load_run(path: str | Path) -> LoadedRun:
     mapping = AgentMapping.resolve(config.agents.mapping, env.agents)
     spaces = policy_spaces(env, mapping)
     summary = run.read_summary()
-    pools = {}
-    for population, info in summary.get("populations", {}).items():
+    populations = summary.get("populations", {})
+    if not populations:
+        raise UserError(f"{run.summary_file}: the run has no populations yet")
+    for population in populations:
         if population not in spaces:
             raise UserError(f"{run.summary_file}: population {population!r} is not in the run's agent mapping")
-        mixture = np.asarray(info["meta_strategy"], dtype=float)
+    # psro writes each seat's mixture; a summary without them (marl: the newest policy
+    # of each population) has one mixture per population, the same in all its seats.
+    seat_mixtures = summary.get("meta_strategies") or {}
+    loaded: dict[str, Policy] = {}  # policy id -> policy, one object shared by the seats
+    pools: dict[str, Pool] = {}
+    for agent in env.agents:
+        population = mapping.population_of[agent]
+        info = populations.get(population)
+        if info is None:
+            raise UserError(f"{run.summary_file}: no population {population!r} (agent {agent})")
+        mixture = np.asarray(seat_mixtures.get(agent, info["meta_strategy"]), dtype=float)
+        if len(mixture) != len(info["policies"]):
+            raise UserError(f"{run.summary_file}: agent {agent}'s meta-strategy has {len(mixture)} weights "
+                            f"for {len(info['policies'])} policies of population {population!r}")
         chosen = [(pid, w) for pid, w in zip(info["policies"], mixture) if w > 0]
-        policies = []
         for pid, _ in chosen:
-            policy = algorithm.make_policy(space=spaces[population], seed=0)
-            policy.set_weights(run.load_policy(pid))
-            policies.append(policy)
+            if pid not in loaded:
+                loaded[pid] = algorithm.make_policy(space=spaces[population], seed=0)
+                loaded[pid].set_weights(run.load_policy(pid))
         weights = np.array([w for _, w in chosen])
-        pools[population] = Pool(policies=tuple(policies), mixture=weights / weights.sum())
-    if not pools:
-        raise UserError(f"{run.summary_file}: the run has no populations yet")
+        pools[agent] = Pool(policies=tuple(loaded[pid] for pid, _ in chosen), mixture=weights / weights.sum())
     return LoadedRun(config=config, env=env, mapping=mapping, pools=pools)
 
 
@@ -85,25 +98,27 @@ def random_pools(run: LoadedRun) -> dict[str, Pool]:
 
 
 def opponent_pools(run: LoadedRun, opponent: str) -> dict[str, Pool]:
-    """Per agent, the pool the opponent plays there: ``random`` or another run's."""
+    """Per agent, the pool the opponent plays there: ``random`` or another run's pool
+    of that seat."""
     if opponent == "random":
         return random_pools(run)
     other = load_run(opponent)
     if (other.config.env.name, other.config.env.params) != (run.config.env.name, run.config.env.params):
         raise UserError(f"--opponent {opponent}: a run of a different env "
                         f"({other.config.env.name} {dict(other.config.env.params)})")
-    return {a: other.pools[other.mapping.population_of[a]] for a in run.env.agents}
+    return dict(other.pools)
 
 
 def evaluate_run(run: LoadedRun, opponents: Mapping[str, Pool], *, episodes: int, seed: int = 0,
                  num_envs: int = 64) -> dict[str, dict[str, float]]:
-    """Win/draw/loss rates and mean return of each population over all its seats.
+    """Win/draw/loss rates and mean return of each population over all its seats (each
+    seat drawing from its own pool ``run.pools[seat]``).
 
     A seat wins when its return beats every other seat's, loses when another's beats it.
     """
     rng = np.random.default_rng(seed)
     agents = run.env.agents
-    jobs = [(population, agent) for population in run.pools for agent in run.mapping.agents_of(population)]
+    jobs = [(population, agent) for population in run.mapping.populations for agent in run.mapping.agents_of(population)]
     order = iter([job for job in jobs for _ in range(episodes)])
 
     def sample(steps: int) -> tuple[dict[str, Policy], tuple[str, str]] | None:
@@ -112,11 +127,11 @@ def evaluate_run(run: LoadedRun, opponents: Mapping[str, Pool], *, episodes: int
             return None
         population, seat = job
         profile = {a: opponents[a].draw(rng) for a in agents}
-        profile[seat] = run.pools[population].draw(rng)
+        profile[seat] = run.pools[seat].draw(rng)
         return profile, job
 
     result = RolloutWorker(env=run.env, num_envs=num_envs).run(sample, seed=seed, explore=False)
-    outcome: dict[str, list[tuple[int, float]]] = {p: [] for p in run.pools}
+    outcome: dict[str, list[tuple[int, float]]] = {p: [] for p in run.mapping.populations}
     for (population, seat), returns in zip(result.tags, result.returns):
         k = agents.index(seat)
         others = np.delete(returns, k)

@@ -75,7 +75,9 @@ class TrainBudget:
     ``target_win_rate``) over the last ``window`` episodes reaching its target. ``keep``:
     the ``last`` weights, or the ``best`` version: the one whose own first ``window``
     episodes have the highest mean return (:mod:`popmarl.keep`).
-    ``self_play``: the share of episodes played against the learner itself.
+    ``self_play``: the share of episodes in which every seat but the learner's is played
+    by a non-learning copy of the learner's current policy (the learner still learns
+    from its own seat only).
     ``opponent_epsilon``: the probability that an opponent's decision is replaced by a
     uniformly random legal action, so that a learner facing deterministic policies still
     meets the positions other play leads to.

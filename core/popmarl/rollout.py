@@ -17,7 +17,7 @@ import numpy as np
 
 from popmarl.env import Env, Step
 from popmarl.policy import Policy, masked_uniform, sample_rows
-from popmarl.records import Episode, Observations
+from popmarl.records import Episode, Observations, Weights
 from popmarl.spaces import Box, Space
 
 #: Called when a game slot is free, with the env steps taken so far: the policy of
@@ -125,6 +125,24 @@ class _Table:
         return bool(self.busy.any())
 
 
+class OpponentCopy(Policy):
+    """A learner's current policy in an opponent's seat (self-play). It shares the
+    learner's weights, but is a distinct object, so the rollout engine treats it as an
+    opponent: it acts without exploring and none of its transitions are kept."""
+
+    def __init__(self, learner: Policy) -> None:
+        self.learner = learner
+
+    def act(self, batch: Observations, *, explore: bool, rng: np.random.Generator) -> np.ndarray:
+        return self.learner.act(batch, explore=explore, rng=rng)
+
+    def get_weights(self) -> Weights:
+        return self.learner.get_weights()
+
+    def set_weights(self, weights: Weights) -> None:
+        self.learner.set_weights(weights)
+
+
 class RolloutWorker:
     """Plays vectors of ``num_envs`` games of ``env``."""
 
@@ -163,12 +181,17 @@ class RolloutWorker:
     ) -> tuple[list[Episode], int]:
         """Play ``learner`` in one of ``learner_agents`` per episode (chosen uniformly, so
         a shared policy plays every seat) against opponents drawn from their mixtures
-        once per episode (with probability ``self_play``, against itself; each opponent
-        decision replaced by a uniformly random legal action with probability
-        ``opponent_epsilon``); return the learner's finished episodes and the env steps
-        taken."""
+        once per episode; return the learner's finished episodes (one per episode in
+        which it moved, from the seat it played) and the env steps taken.
+
+        With probability ``self_play`` an episode is self-play: every other seat is
+        played by a copy of the learner's current policy that acts as an opponent
+        (without exploring) and whose moves are not recorded, so the learner still
+        learns from its own seat only. Each opponent decision (copies included) is
+        replaced by a uniformly random legal action with probability ``opponent_epsilon``."""
         rng = np.random.default_rng(seed)
         started = 0
+        copy = OpponentCopy(learner)
 
         def sample(steps: int) -> tuple[Mapping[str, Policy], None] | None:
             nonlocal started
@@ -179,8 +202,10 @@ class RolloutWorker:
             mirror = self_play > 0 and rng.random() < self_play
             profile: dict[str, Policy] = {}
             for agent in self.agents:
-                if agent == seat or mirror:
+                if agent == seat:
                     profile[agent] = learner
+                elif mirror:
+                    profile[agent] = copy
                 else:
                     pool, mixture = opponents[agent]
                     profile[agent] = pool[int(rng.choice(len(pool), p=mixture))]

@@ -90,7 +90,7 @@ def run(config: RunConfig, out: str | None = None, *, resume: str | None = None,
     spaces = policy_spaces(env, mapping)
     scenario.check(config=config, mapping=mapping)
     if config.training.self_play > 0 and len({(s.observation_space, s.action_space) for s in spaces.values()}) > 1:
-        raise ConfigError("training.self_play: a learner can play every seat only when all populations share "
+        raise ConfigError("training.self_play: copies of a learner can play the other seats only when all populations share "
                           "observation and action spaces; set it to 0 for this env")
     hooks = Hooks(make_plugin_manager(trackers))  # a broken hook plugin stops the run here
     setup = RunSetup(env_name=config.env.name, env_params=dict(config.env.params),

@@ -253,6 +253,16 @@ def keep_best_with_a_window_no_version_fills(ws):
     return ["run", ws.config(training={"keep": "best"}), "--out", ws.out]
 
 
+@case("stopping.target_nash_conv", "applies to scenario psro only")
+def target_nash_conv_in_a_marl_run(ws):
+    return ["run", ws.config(scenario="marl", stopping={"target_nash_conv": 0.1}), "--out", ws.out]
+
+
+@case("solver", "applies to scenario psro only")
+def solver_in_a_marl_run(ws):
+    return ["run", ws.config(scenario="marl", solver="latest"), "--out", ws.out]
+
+
 @case("scenario.params.frozen", "unknown population", "player_7", "player_0")
 def marl_freezes_an_unknown_population(ws):
     return ["run", ws.config(scenario={"name": "marl", "params": {"frozen": {"player_7": "initial"}}}), "--out", ws.out]

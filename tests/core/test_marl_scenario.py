@@ -134,3 +134,48 @@ def test_marl_rejects_training_keys_that_only_psro_uses(tmp_path, with_reinforce
                         "training": {"max_episodes": 64, "max_env_steps": None, key: value},
                         "stopping": {"max_iterations": 1}})
     assert not (tmp_path / "run").exists() or not any((tmp_path / "run").iterdir())
+
+
+@pytest.mark.parametrize(("settings", "key"), [
+    ({"stopping": {"max_iterations": 1, "target_nash_conv": 0.1}}, "stopping.target_nash_conv"),
+    ({"solver": "latest"}, "solver"),
+])
+def test_marl_rejects_what_only_psro_uses(tmp_path, with_reinforce, settings, key):
+    """A solver or a NashConv target would be silently ignored by marl."""
+    with pytest.raises(popmarl.ConfigError) as raised:
+        _run(tmp_path, {"scenario": "marl", "env": "matrix", "algorithm": "reinforce", "trackers": [],
+                        "training": {"max_episodes": 64, "max_env_steps": None},
+                        "stopping": {"max_iterations": 1}, **settings})
+    assert str(raised.value).startswith(f"{key}: applies to scenario psro only")
+    assert not (tmp_path / "run").exists() or not any((tmp_path / "run").iterdir())
+
+
+def test_marl_accepts_the_default_solver_written_out(tmp_path, with_reinforce):
+    summary = _run(tmp_path, {"scenario": "marl", "env": "matrix", "algorithm": "reinforce", "trackers": [],
+                              "solver": {"name": "uniform"}, "training": {"max_episodes": 32, "max_env_steps": None},
+                              "evaluation": {"episodes_per_entry": 10}, "stopping": {"max_iterations": 1}})
+    assert summary["status"] == "completed" and summary["iterations"] == 1
+
+
+def test_psro_self_play_learner_stays_a_best_response_for_its_own_seat(tmp_path, with_reinforce):
+    """Each seat is paid 1 for its own action only (seat 0 for action 0, seat 1 for action 1),
+    whoever plays the other seat. With self_play 1 each learner plays its own seat against a
+    copy of itself and learns from that seat only: player_0 learns action 0, player_1
+    action 1 (learning from both seats, each would be pulled both ways)."""
+    payoffs = np.zeros((2, 2, 2))
+    payoffs[0, 0, :] = 1.0
+    payoffs[1, :, 1] = 1.0
+    np.save(tmp_path / "own.npy", payoffs)
+    _run(tmp_path, {
+        "env": {"name": "matrix", "params": {"game": "file", "path": str(tmp_path / "own.npy")}},
+        "algorithm": {"name": "reinforce", "params": {"lr": 2.0}},
+        "training": {"max_episodes": 320, "episodes_per_update": 32, "max_env_steps": None, "self_play": 1.0},
+        "stopping": {"max_iterations": 1}, "trackers": [],
+    })
+    run = popmarl.rundir.RunDirectory(tmp_path / "run")
+    for population, action in (("player_0", 0), ("player_1", 1)):
+        logits = run.load_policy(f"{population}/1")["logits"]
+        probs = np.exp(logits - logits.max()) / np.exp(logits - logits.max()).sum()
+        assert probs[action] > 0.9, (population, probs)
+    metrics = json.loads((tmp_path / "run" / "metrics.jsonl").read_text().splitlines()[0])
+    assert metrics["iteration_env_steps"] == 2 * 320 * 2  # two learners, 320 games each, two moves a game

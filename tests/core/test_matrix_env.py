@@ -167,6 +167,37 @@ def test_opponent_epsilon_randomises_only_the_opponents_decisions(epsilon: float
     np.testing.assert_allclose([np.mean(returns == 1), np.mean(returns == -1)], [epsilon / 3] * 2, atol=0.02)
 
 
+class ExploresPaper(MixedStrategyPolicy):
+    """Rock when acting as an opponent (``explore`` false), paper when exploring."""
+
+    def __init__(self) -> None:
+        super().__init__(np.eye(3)[0])
+
+    def act(self, batch, *, explore, rng):
+        return np.full(len(batch), 1 if explore else 0)
+
+
+@pytest.mark.parametrize(("learner_agents", "self_play"), [(("player_0",), 1.0), (("player_0", "player_1"), 1.0),
+                                                           (("player_0",), 0.5)])
+def test_self_play_learner_plays_and_learns_its_drawn_seat_against_copies(learner_agents, self_play) -> None:
+    """Self-play: the learner plays its drawn seat (exploring: paper) and a copy of it every
+    other seat, as an opponent would (not exploring: rock), so the learner wins; only its
+    own seat's transitions are kept, one episode per episode played. The meta-strategy
+    opponent plays scissors, so the learner (paper) loses to it."""
+    env = MatrixEnv(game="rps")
+    learner = ExploresPaper()
+    scissors = {a: ([_mixed([0, 0, 1])], np.ones(1)) for a in env.agents}
+    episodes, steps = RolloutWorker(env=env, num_envs=64).explore(
+        learner=learner, learner_agents=learner_agents, opponents=scissors, max_episodes=2000, max_steps=None,
+        seed=5, self_play=self_play)
+    assert len(episodes) == 2000 and steps == 2 * 2000
+    assert {e.agent for e in episodes} == set(learner_agents)
+    assert all((e.actions == 1).all() for e in episodes)  # only the exploring learner's moves
+    returns = np.array([e.episode_return for e in episodes])
+    assert set(returns) == ({1.0} if self_play == 1 else {1.0, -1.0})
+    assert np.mean(returns == 1.0) == pytest.approx(self_play, abs=0.05)
+
+
 def test_a_run_reports_the_true_nash_conv_of_its_meta_strategy(run_inprocess, tmp_path: Path) -> None:
     """The summary's nash_conv is the NashConv, in the real game, of the meta-strategy mixed
     over the saved policies, recomputed here by enumeration."""

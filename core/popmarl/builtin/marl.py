@@ -5,7 +5,9 @@ parameter sharing, ``per_player`` independent learners); populations listed in
 ``frozen`` keep a fixed policy (their initial one, or weights from a ``.npz`` file of an
 earlier run). Each iteration co-trains the learners for the ``training`` budget, then
 plays ``evaluation.episodes_per_entry`` evaluation episodes; the run directory,
-checkpoints, resume and trackers are those of ``psro``.
+checkpoints, resume and trackers are those of ``psro``. A config setting what only
+``psro`` uses (``solver``, ``stopping.target_nash_conv``, the best-response ``training``
+keys) is rejected rather than silently ignored.
 """
 
 from __future__ import annotations
@@ -65,12 +67,18 @@ class MARL(IterativeScenario):
                               f"populations: {', '.join(mapping.populations)}")
         if set(mapping.populations) <= set(self.config.frozen):
             raise ConfigError("scenario.params.frozen: every population is frozen; nothing would learn")
+        # Set in a marl run, these would be silently ignored; a value equal to the default
+        # cannot be told from an unset one, and changes nothing either.
         defaults = TrainingConfig()
-        for name in PSRO_ONLY_TRAINING:  # set in a marl run, they would be silently ignored
+        for name in PSRO_ONLY_TRAINING:
             if getattr(config.training, name) != getattr(defaults, name):
-                raise ConfigError(f"training.{name}: applies to scenario psro only (marl co-trains every "
-                                  f"learner for the training budget: max_env_steps, max_episodes, "
-                                  f"max_wall_time_s); remove it")
+                raise _psro_only(f"training.{name}", "marl co-trains every learner for the training budget: "
+                                 "max_env_steps, max_episodes, max_wall_time_s")
+        if config.stopping.target_nash_conv is not None:
+            raise _psro_only("stopping.target_nash_conv", "marl stops at stopping.max_iterations or "
+                             "max_wall_time_s; it reports nash_conv where the env computes it")
+        if config.solver != attrs.fields(RunConfig).solver.default:
+            raise _psro_only("solver", "marl has no meta-game to solve: every population plays its newest policy")
 
     def initialise(self) -> MARLState:
         ctx = self.ctx
@@ -210,6 +218,10 @@ class MARL(IterativeScenario):
             "env_steps": state.env_steps,
         })
         return summary
+
+
+def _psro_only(key: str, why: str) -> ConfigError:
+    return ConfigError(f"{key}: applies to scenario psro only ({why}); remove it")
 
 
 def _load_frozen(path: str, population: str) -> dict[str, np.ndarray]:

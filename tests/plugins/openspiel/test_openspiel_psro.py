@@ -121,6 +121,27 @@ def test_sampled_evaluation_matches_exact_entries(write_config, tmp_path):
     assert not np.allclose(sampled_values, exact_values, atol=1e-9)  # really sampled
 
 
+@requires_nash
+def test_eval_of_a_shared_run_plays_each_seat_its_own_mixture(tmp_path):
+    """Kuhn, shared, Nash: the seats' mixtures over the one pool differ (4 iterations:
+    seat 0 [.583 .083 .333], seat 1 [.583 .167 .25] on its support); ``popmarl eval``
+    draws each seat from its own, not from their mean."""
+    from popmarl.evaluate import load_run
+
+    config = popmarl.load_config(str(EXAMPLES / "psro_kuhn.yaml"), [
+        "agents.mapping=shared", "stopping.max_iterations=4", "stopping.target_nash_conv=null", "trackers=[]"])
+    summary = popmarl.run(config, out=str(tmp_path / "run"))
+    seats = {a: np.asarray(m) for a, m in summary["meta_strategies"].items()}
+    assert not np.allclose(seats["player_0"], seats["player_1"])
+    pools = load_run(tmp_path / "run").pools
+    for agent, mixture in seats.items():
+        np.testing.assert_allclose(pools[agent].mixture, mixture[mixture > 0] / mixture.sum())
+        rng = np.random.default_rng(0)
+        drawn = [pools[agent].draw(rng) for _ in range(4000)]
+        frequencies = [sum(d is p for d in drawn) / len(drawn) for p in pools[agent].policies]
+        np.testing.assert_allclose(frequencies, mixture[mixture > 0], atol=0.03)
+
+
 def test_games_too_large_for_exact_evaluation_are_sampled(write_config, tmp_path):
     with pytest.warns(UserWarning, match="no final_policy.json"):
         summary, run_dir = _run(write_config, tmp_path,

@@ -11,7 +11,8 @@ import pytest
 import ray
 
 from popmarl.payoffs import PayoffTable
-from ray_helpers import KillingBackend, installed, ray_backend, run, with_killing_backend
+from popmarl.rundir import RunDirectory
+from ray_helpers import KillingBackend, installed, ray_backend, run, with_bandit, with_killing_backend
 
 KUHN = {"env": {"name": "openspiel", "params": {"game": "kuhn_poker"}}, "solver": {"name": "uniform"},
         "trackers": []}
@@ -60,3 +61,25 @@ def test_kuhn_dqn_psro_on_ray(tmp_path: Path) -> None:
         assert line[f"train/{population}/gradient_steps"] > 0
         assert "dropped_episodes" in {k.rsplit("/", 1)[1] for k in line if k.startswith(f"train/{population}/")}
     assert summary["env_steps"] >= 2 * 2 * 1500
+
+
+def test_self_play_learners_learn_their_own_seat_on_ray(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each seat is paid 1 for its own action only (seat 0 for action 0, seat 1 for 1). With
+    self_play 1 a learner plays its own seat against a copy of itself and learns only from
+    that seat: its bandit's values are exactly 1 and 0 (from both seats, about 0.5 each)."""
+    with_bandit(monkeypatch)
+    payoffs = np.zeros((2, 2, 2))
+    payoffs[0, 0, :] = 1.0
+    payoffs[1, :, 1] = 1.0
+    np.save(tmp_path / "own.npy", payoffs)
+    config = {"env": {"name": "matrix", "params": {"game": "file", "path": str(tmp_path / "own.npy")}},
+              "algorithm": {"name": "bandit"}, "solver": {"name": "uniform"}, "stopping": {"max_iterations": 1},
+              "training": {"max_env_steps": 2000, "episodes_per_update": 50, "self_play": 1.0},
+              "trackers": [], "backend": ray_backend(num_rollout_workers=1)}
+    summary = run(config, tmp_path / "run")
+    assert summary["status"] == "completed"
+    policies = RunDirectory(tmp_path / "run")
+    for population, action in (("player_0", 0), ("player_1", 1)):
+        weights = policies.load_policy(f"{population}/1")
+        assert weights["n"].sum() > 0
+        np.testing.assert_array_equal(weights["q"], np.eye(2)[action])
