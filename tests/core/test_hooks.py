@@ -300,8 +300,9 @@ def test_console_tracker_prints_progress_off_a_terminal(run_cli, write_config, t
     iterations = [line for line in lines if line.startswith("iteration ")]
     assert [line.split()[1] for line in iterations] == ["1/3", "2/3", "3/3"]
     assert all("nash_conv" in line for line in iterations)
-    # The last line is not wrapped, however long the run directory's name.
-    assert "completed after 3 iterations" in lines[-1] and lines[-1].endswith("/out/summary.json")
+    # The closing lines are not wrapped, however long the run directory's name.
+    assert "completed after 3 iterations" in lines[-2] and lines[-2].endswith("/out/summary.json")
+    assert lines[-1].startswith("popmarl: run directory ") and lines[-1].endswith(f"popmarl show {tmp_path / 'out'}")
 
 
 def test_console_tracker_stderr_stream(run_cli, write_config, tmp_path: Path) -> None:
