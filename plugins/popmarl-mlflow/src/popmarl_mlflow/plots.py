@@ -35,6 +35,14 @@ _LEGEND_POLICIES = 10  # a legend entry per policy up to this many
 NASH_CONV_FLOOR = 1e-15
 
 
+def prepare() -> None:
+    """Import what drawing needs (half a second), ahead of the first drawing."""
+    from matplotlib import colormaps  # noqa: F401
+    from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: F401
+    from matplotlib.collections import PolyCollection  # noqa: F401
+    from matplotlib.figure import Figure  # noqa: F401
+
+
 def _figure(width: float, height: float, *, left: float = 0.8, right: float = 0.3, bottom: float = 0.6,
             top: float = 0.4, wspace: float = 0.3, hspace: float = 0.5) -> Figure:
     """A figure on an Agg canvas with fixed margins in inches (a layout engine would

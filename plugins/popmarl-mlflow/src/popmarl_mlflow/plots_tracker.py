@@ -32,13 +32,17 @@ from popmarl_mlflow.sync import read_metrics
 log = logging.getLogger("popmarl_mlflow")
 
 
+#: Seconds the first drawing is assumed to take (matplotlib's import and three plots).
+FIRST_DRAWING_S = 1.0
+
+
 @attrs.frozen(kw_only=True)
 class PlotsConfig:
     """``every``: redraw every this many iterations (and always at the end of the run).
-    ``max_share``: after a drawing that took *d* seconds, the next waits until drawing
-    would be at most this share of the time since (a drawing costs a few tenths of a
-    second of CPU, more as populations grow, and shares the interpreter with the loop);
-    the end's drawing never waits."""
+    ``max_share``: a redraw waits until drawing, itself included, has taken at most this
+    share of the run's time (a drawing costs a few tenths of a second of CPU, more as
+    populations grow, and shares the interpreter with the loop; the first is assumed to
+    take :data:`FIRST_DRAWING_S`); the end's drawing never waits."""
 
     every: int = attrs.field(default=10, validator=attrs.validators.ge(1))
     max_share: float = attrs.field(default=0.05, validator=[attrs.validators.gt(0), attrs.validators.le(1)])
@@ -83,10 +87,12 @@ class PlotsTracker(Tracker):
         self._requested: int | None = None  # the last iteration a drawing was requested for
         self._failed = False
         self._drawer: Drawer | None = None
+        self._start = time.monotonic()  # the run's start: drawing's share is of the time since
 
     @hookimpl
     def popmarl_iteration_end(self, run: RunInfo, iteration: int, metrics: Mapping[str, Any]) -> None:
         run_dir = Path(run.run_dir)
+        self._start_drawer()  # from the first iteration on, so it imports matplotlib meanwhile
         if self._lines is None:  # the history so far (a resumed run has one)
             self._lines = read_metrics(run_dir)
         if not self._lines or self._lines[-1].get("iteration") != iteration:
@@ -108,13 +114,17 @@ class PlotsTracker(Tracker):
             self._drawer.close()  # the files exist when the run returns
             self._drawer = None
 
+    def _start_drawer(self) -> Drawer:
+        if self._drawer is None:
+            self._drawer = Drawer(lambda snapshot: self._guarded(lambda: self.draw(snapshot)),
+                                  max_share=self.config.max_share, start=self._start, estimate=FIRST_DRAWING_S,
+                                  prepare=lambda: self._guarded(plots.prepare))
+        return self._drawer
+
     def _request(self, run_dir: Path, iteration: int | None) -> None:
         if self._failed:
             return
-        if self._drawer is None:
-            self._drawer = Drawer(lambda snapshot: self._guarded(lambda: self.draw(snapshot)),
-                                  max_share=self.config.max_share)
-        self._drawer.request(Snapshot(run_dir=run_dir, lines=list(self._lines or ()),
+        self._start_drawer().request(Snapshot(run_dir=run_dir, lines=list(self._lines or ()),
                                       meta={p: dict(m) for p, m in self._meta.items()}))
         self._requested = iteration
 
@@ -143,15 +153,22 @@ class PlotsTracker(Tracker):
 
 
 class Drawer:
-    """A background thread drawing the newest requested snapshot, at most ``max_share``
-    of the time: after a drawing of *d* seconds it rests *d* (1/``max_share`` - 1)
-    seconds, requests meanwhile replacing each other; :meth:`close` ends the rest and
-    draws what is pending at once. matplotlib is used only here and only through Agg
-    figures (no pyplot, no global state), one drawing at a time."""
+    """A background thread drawing the newest requested snapshot while drawing stays
+    within ``max_share`` of the time since ``start``: a request waits until the time
+    spent drawing, plus the next drawing's estimate (the last one's duration; at first
+    ``estimate``, for matplotlib's import), is at most that share; requests meanwhile
+    replace each other. :meth:`close` draws what is pending at once. matplotlib is used
+    only here and only through Agg figures (no pyplot, no global state), one drawing at
+    a time."""
 
-    def __init__(self, draw: Callable[[Snapshot], None], *, max_share: float = 1.0) -> None:
+    def __init__(self, draw: Callable[[Snapshot], None], *, max_share: float = 1.0,
+                 start: float | None = None, estimate: float = 0.0,
+                 prepare: Callable[[], None] | None = None) -> None:
         self._draw = draw
-        self._rest = 1 / max_share - 1
+        self._prepare = prepare
+        self._share = max_share
+        self._start = time.monotonic() if start is None else start
+        self._estimate = estimate
         self._pending: Snapshot | None = None
         self._closing = False
         self._ready = threading.Condition()
@@ -174,16 +191,23 @@ class Drawer:
         self._thread.join()
 
     def _work(self) -> None:
+        spent, estimate = 0.0, self._estimate
+        if self._prepare is not None:
+            self._prepare()
         while True:
             with self._ready:
-                while self._pending is None and not self._closing:
-                    self._ready.wait()
+                while not self._closing:
+                    if self._pending is None:
+                        self._ready.wait()
+                        continue
+                    left = self._start + (spent + estimate) / self._share - time.monotonic()
+                    if left <= 0:
+                        break
+                    self._ready.wait(left)
                 snapshot, self._pending = self._pending, None
             if snapshot is None:  # closing, nothing left to draw
                 return
-            start = time.monotonic()
+            begun = time.monotonic()
             self._draw(snapshot)
-            until = time.monotonic() + (time.monotonic() - start) * self._rest
-            with self._ready:
-                while not self._closing and (left := until - time.monotonic()) > 0:
-                    self._ready.wait(left)
+            estimate = time.monotonic() - begun
+            spent += estimate
