@@ -30,13 +30,14 @@ def write_json(path: str | os.PathLike[str], data: Any) -> None:
     write_text(path, json.dumps(data, indent=2, sort_keys=False, default=json_default) + "\n")
 
 
-def write_npz(path: str | os.PathLike[str], arrays: Mapping[str, np.ndarray]) -> None:
-    """An uncompressed ``.npz`` of plain arrays (loadable with ``allow_pickle=False``)."""
+def write_npz(path: str | os.PathLike[str], arrays: Mapping[str, np.ndarray], *, compress: bool = False) -> None:
+    """An ``.npz`` of plain arrays (loadable with ``allow_pickle=False``); ``compress``
+    deflates it (lossless; ``np.load`` reads either kind)."""
     import io
 
     buffer = io.BytesIO()
     plain: dict[str, Any] = {k: np.asarray(v) for k, v in arrays.items()}
-    np.savez(buffer, **plain)
+    (np.savez_compressed if compress else np.savez)(buffer, **plain)
     write_bytes(path, buffer.getvalue())
 
 

@@ -198,3 +198,22 @@ def test_resume_rebuilds_a_payoff_file_the_kill_left_stale(run_inprocess, tmp_pa
     shutil.copy(tmp_path / "two" / "payoffs.npz", tmp_path / "three" / "payoffs.npz")
     run_inprocess(resume="three", stopping={"max_iterations": 3})
     assert_same_arrays(read_npz(tmp_path / "three" / "payoffs.npz"), expected)
+
+
+def test_frozen_policies_are_stored_deflated_and_load_exactly(tmp_path: Path) -> None:
+    """A run keeps every frozen policy; tables of repetitive entries (a tabular policy's
+    information-state keys) take a fraction of their raw size, and load back bit-exact."""
+    import numpy as np
+
+    from popmarl.rundir import RunDirectory
+
+    run = RunDirectory(tmp_path / "run")
+    run.create("seed: 0\n")
+    keys = np.array([f"[Observer: 0][Private: {i % 6}][Round 1][Player: 0][Pot: {i}]" for i in range(500)])
+    probs = np.random.default_rng(0).dirichlet(np.ones(3), size=500)
+    run.save_policy("player_0/1", {"keys": keys, "probs": probs, "players": np.zeros(500, np.int64)})
+    stored = run.checkpoints / "policies" / "player_0" / "1.npz"
+    assert stored.stat().st_size < (keys.nbytes + probs.nbytes) / 4
+    loaded = run.load_policy("player_0/1")
+    assert loaded["keys"].dtype == keys.dtype and loaded["probs"].dtype == np.float64
+    assert_same_arrays(loaded, {"keys": keys, "probs": probs, "players": np.zeros(500, np.int64)})

@@ -30,6 +30,8 @@ def test_bad_tracker_param_exits_2_in_a_real_process(tmp_path: Path, write_confi
     ({"name": "mlflow", "params": {"http_retries": -1}}, "trackers[1].params.http_retries: must be >= 0"),
     ({"name": "plots", "params": {"every": 0}}, "trackers[1].params.every: must be >= 1"),
     ({"name": "plots", "params": {"evry": 2}}, "trackers[1].params.evry: unknown key (did you mean 'every'?)"),
+    ({"name": "plots", "params": {"max_share": 0}}, "trackers[1].params.max_share: must be > 0, got 0.0"),
+    ({"name": "plots", "params": {"max_share": 1.5}}, "trackers[1].params.max_share: must be <= 1, got 1.5"),
 ])
 def test_bad_tracker_params_exit_2(tracker: dict[str, Any], key: str, tmp_path: Path,
                                    write_config: Callable[..., Path], capsys: pytest.CaptureFixture[str]) -> None:
