@@ -16,8 +16,8 @@ Two runs, each from an example config:
 Measured (1 torch thread, two runs at once on 2 cores): tictactoe, loss against random
 per seat (player_1 / player_2), seeds 0-4: 0.017 / 0.007, 0.000 / 0.011, 0.000 / 0.008,
 0.000 / 0.011, 0.000 / 0.011 (463-474 s wall, 460-473 s CPU each): the 2% target is met
-in both seats for every seed. spread (seed 0): -19.93 -> -14.58 in 80000 env steps, 72 s wall /
-33 s CPU.
+in both seats for every seed. spread (seed 0, 2026-11-23, truncation bootstrapped):
+-19.93 -> -11.74 in 80000 env steps, 23 s wall / 23 s CPU.
 
 Wall and CPU time cover the run (training and payoff evaluation), not the final
 evaluation against random. Needs popmarl-tianshou, popmarl-pettingzoo[mpe] and
