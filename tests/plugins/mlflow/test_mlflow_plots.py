@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 import popmarl
@@ -191,3 +192,20 @@ def test_the_drawing_process_does_not_outlive_the_run(death: str) -> None:
     while not gone(pid) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert gone(pid)
+
+
+def test_a_large_heat_map_labels_at_most_10_policies_per_axis(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from popmarl.payoffs import PayoffTable
+
+    n = 61
+    rng = np.random.default_rng(0)
+    table = PayoffTable(agents=("a", "b"), values=rng.normal(size=(2, n, n)), filled=np.ones((n, n), bool))
+    table.save(tmp_path / "payoffs.npz", [[f"a/{i}" for i in range(n)], [f"b/{i}" for i in range(n)]])
+    saved = []
+    real = plots.save
+    monkeypatch.setattr(plots, "save", lambda figure, path: saved.append(figure) or real(figure, path))
+    check_png(plots.payoffs(tmp_path / "payoffs.npz", tmp_path / "payoffs.png"))
+    heat_map = saved[0].axes[0]
+    rows = [t.get_text() for t in heat_map.get_yticklabels()]
+    cols = [t.get_text() for t in heat_map.get_xticklabels()]
+    assert rows == [f"a/{i}" for i in range(0, n, 7)] and cols == [f"b/{i}" for i in range(0, n, 7)]
