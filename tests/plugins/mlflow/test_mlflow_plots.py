@@ -209,3 +209,18 @@ def test_a_large_heat_map_labels_at_most_10_policies_per_axis(tmp_path: Path, mo
     rows = [t.get_text() for t in heat_map.get_yticklabels()]
     cols = [t.get_text() for t in heat_map.get_xticklabels()]
     assert rows == [f"a/{i}" for i in range(0, n, 7)] and cols == [f"b/{i}" for i in range(0, n, 7)]
+
+
+def test_a_script_without_a_main_guard_runs_once_and_gets_its_plots(tmp_path: Path) -> None:
+    # multiprocessing's spawn would re-run this script in the drawing process.
+    script = tmp_path / "script.py"
+    script.write_text("import popmarl\n"
+                      "from mlflow_helpers import config\n"
+                      f"popmarl.run(config(['plots'], stopping={{'max_iterations': 2}}), out={str(tmp_path / 'run')!r})\n"
+                      "print('ran')\n", encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0 and done.stdout.count("ran") == 1, done.stderr
+    assert "plots stopped" not in done.stderr, done.stderr
+    for name in PLOTS:
+        check_png(tmp_path / "run" / name)
