@@ -224,3 +224,28 @@ def test_a_script_without_a_main_guard_runs_once_and_gets_its_plots(tmp_path: Pa
     assert "plots stopped" not in done.stderr, done.stderr
     for name in PLOTS:
         check_png(tmp_path / "run" / name)
+
+
+def test_ctrl_c_stops_the_run_which_still_gets_its_last_plots(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    script = tmp_path / "script.py"
+    script.write_text("import popmarl\n"
+                      "from mlflow_helpers import config\n"
+                      "if __name__ == '__main__':\n"
+                      "    popmarl.run(config(['plots'], env={'name': 'matrix', 'params': {'game': 'random_zero_sum', "
+                      "'size': 40}}, stopping={'max_iterations': 100000}), "
+                      f"out={str(run_dir)!r})\n", encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])}
+    # Its own process group, as a terminal's foreground job: Ctrl-C signals the whole group.
+    with subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True, env=env, start_new_session=True) as run:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not (
+                (run_dir / "metrics.jsonl").is_file() and (run_dir / "metrics.jsonl").read_text().count("\n") >= 3):
+            time.sleep(0.05)
+        os.killpg(run.pid, signal.SIGINT)
+        _, stderr = run.communicate(timeout=60)
+    assert run.returncode != 0 and "KeyboardInterrupt" in stderr
+    assert "plots stopped" not in stderr, stderr
+    for name in PLOTS:
+        check_png(run_dir / name)

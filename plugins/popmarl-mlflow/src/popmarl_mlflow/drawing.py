@@ -76,8 +76,11 @@ class DrawingProcess:
         args = {"requests": requests, "results": results, "elapsed": time.monotonic() - start,
                 "max_share": max_share, "estimate": estimate, "path": sys.path}
         try:
+            # A session of its own: a Ctrl-C at the terminal stops the run, which then
+            # has its last drawing made, rather than killing the drawing process too.
             self._process = subprocess.Popen([sys.executable, "-c", _CHILD, json.dumps(args)],
-                                             stdin=subprocess.DEVNULL, pass_fds=(requests, results))
+                                             stdin=subprocess.DEVNULL, pass_fds=(requests, results),
+                                             start_new_session=True)
         except BaseException:
             for fd in (requests, to_child, from_child, results):
                 os.close(fd)
