@@ -153,7 +153,7 @@ _CHILD = ("import json, sys; args = json.loads(sys.argv[1]); sys.path[:] = args.
 def serve(*, requests: int, results: int, elapsed: float, max_share: float, estimate: float) -> None:
     """The drawing process, reading updates from file descriptor ``requests`` and
     reporting to ``results``: keep the history the updates bring, draw it with a
-    :class:`Drawer`; on ``None`` draw what is pending and return, on the run's end of the
+    :class:`Drawer`; on ``None`` draw what is pending and exit, on the run's end of the
     pipe closing (it died, or ended without closing) exit at once."""
     from popmarl_mlflow import plots
 
@@ -195,6 +195,7 @@ def serve(*, requests: int, results: int, elapsed: float, max_share: float, esti
                                     meta={p: dict(m) for p, m in meta.items()}))
     drawer.close()
     reports.close()
+    os._exit(0)  # everything is written (atomically, synced): skip the interpreter's teardown
 
 
 class Drawer:
