@@ -22,7 +22,7 @@ import popmarl
 from mlflow_helpers import PNG_SIGNATURE, config
 from popmarl.cli import main
 from popmarl_mlflow import plots
-from popmarl_mlflow.drawing import Drawer, DrawingProcess, Snapshot, Update
+from popmarl_mlflow.drawing import NICENESS, Drawer, DrawingProcess, Snapshot, Update
 
 PLOTS = ("nash_conv.png", "payoffs.png", "meta_strategies.png")
 
@@ -249,3 +249,17 @@ def test_ctrl_c_stops_the_run_which_still_gets_its_last_plots(tmp_path: Path) ->
     assert "plots stopped" not in stderr, stderr
     for name in PLOTS:
         check_png(run_dir / name)
+
+
+def test_the_drawing_process_yields_to_the_run(tmp_path: Path) -> None:
+    drawing = DrawingProcess(max_share=1.0, start=time.monotonic(), estimate=0.0)
+    drawing.send(Update(run_dir=str(tmp_path), lines=history(1, 2), meta=[], draw=True))
+    deadline = time.monotonic() + 60
+    while not drawing.drawn and time.monotonic() < deadline:  # alive until close()
+        time.sleep(0.02)
+        drawing.poll()
+    assert drawing.drawn == [2]
+    ours = os.getpriority(os.PRIO_PROCESS, 0)
+    assert os.getpriority(os.PRIO_PROCESS, drawing.pid) == min(19, ours + NICENESS) > ours
+    drawing.close()
+    assert drawing.error is None

@@ -145,9 +145,14 @@ class DrawingProcess:
             self.error = f"the drawing process exited with code {code}"
 
 
-#: The child's program: the run's import path, then :func:`serve` (argv[1]: its JSON arguments).
-_CHILD = ("import json, sys; args = json.loads(sys.argv[1]); sys.path[:] = args.pop('path'); "
-          "from popmarl_mlflow.drawing import serve; serve(**args)")
+#: How much lower the drawing process's priority is than the run's: when they compete
+#: for a core (matplotlib's import and the drawings during the loop; the loop's BLAS
+#: threads), the loop goes first; at the run's end, when the run waits, it has a core.
+NICENESS = 10
+#: The child's program: lower priority, the run's import path, then :func:`serve`
+#: (argv[1]: its JSON arguments).
+_CHILD = (f"import os; os.nice({NICENESS}); import json, sys; args = json.loads(sys.argv[1]); "
+          "sys.path[:] = args.pop('path'); from popmarl_mlflow.drawing import serve; serve(**args)")
 
 
 def serve(*, requests: int, results: int, elapsed: float, max_share: float, estimate: float) -> None:
