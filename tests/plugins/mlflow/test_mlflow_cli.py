@@ -66,7 +66,7 @@ def test_listed_in_help_and_plugins(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_importing_the_plugin_imports_neither_mlflow_nor_matplotlib() -> None:
     code = ("import sys, popmarl_mlflow.commands, popmarl_mlflow.tracker, popmarl_mlflow.plots_tracker, "
-            "popmarl_mlflow.sync, popmarl_mlflow.plots; "
+            "popmarl_mlflow.sync, popmarl_mlflow.plots, popmarl_mlflow.drawing; "
             "print(sorted(m for m in ('mlflow', 'matplotlib', 'sqlalchemy') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

@@ -1,21 +1,28 @@
 """Tracker ``plots``: valid PNGs in the run directory, written atomically, never fatal,
-drawn every few iterations off the loop's thread."""
+drawn every few iterations by a child process that never outlives the run."""
 
 from __future__ import annotations
 
+import logging
+import os
+import re
+import signal
+import subprocess
+import sys
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 import popmarl
 from mlflow_helpers import PNG_SIGNATURE, config
 from popmarl.cli import main
 from popmarl_mlflow import plots
-from popmarl_mlflow.plots_tracker import Drawer, Snapshot
+from popmarl_mlflow.drawing import NICENESS, Drawer, DrawingProcess, Snapshot, Update
 
 PLOTS = ("nash_conv.png", "payoffs.png", "meta_strategies.png")
 
@@ -51,16 +58,16 @@ def test_three_agents_and_resume(tmp_path: Path) -> None:
     assert (run_dir / "nash_conv.png").read_bytes() != before  # redrawn with iteration 2
 
 
-def test_a_failing_plot_does_not_stop_the_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                              run_popmarl: Callable[..., dict[str, Any]],
+def test_a_failing_plot_does_not_stop_the_run(tmp_path: Path, run_popmarl: Callable[..., dict[str, Any]],
                                               caplog: pytest.LogCaptureFixture) -> None:
-    def broken(*args: Any, **kwargs: Any) -> None:
-        raise RuntimeError("no canvas")
-
-    monkeypatch.setattr(plots, "payoffs", broken)
-    assert run_popmarl(tmp_path / "run", ["plots"], iterations=3)["status"] == "completed"
+    run_dir = tmp_path / "run"
+    assert run_popmarl(run_dir, [], iterations=1)["status"] == "completed"
+    (run_dir / "payoffs.png").mkdir()  # in the way of the heat map: it cannot be written
+    assert run_popmarl(run_dir, ["plots"], iterations=3, resume=True)["status"] == "completed"
     [warning] = [r.getMessage() for r in caplog.records if r.name == "popmarl_mlflow"]
-    assert "plots stopped (RuntimeError: no canvas)" in warning
+    assert "plots stopped (IsADirectoryError: [Errno 21] Is a directory" in warning and "payoffs.png" in warning
+    check_png(run_dir / "nash_conv.png")  # drawn before the heat map failed
+    assert not (run_dir / "meta_strategies.png").exists()  # none drawn after the failure
 
 
 def test_plot_functions_on_thin_data(tmp_path: Path) -> None:
@@ -74,23 +81,19 @@ def test_plot_functions_on_thin_data(tmp_path: Path) -> None:
     check_png(plots.nash_conv(lines, tmp_path / "d.png"))  # spans 4 decades: log scale
 
 
-def test_plots_are_redrawn_every_10_iterations_off_the_loop_and_last_at_the_end(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run_popmarl: Callable[..., dict[str, Any]]) -> None:
-    drawn: list[tuple[int, str]] = []  # (last iteration in the drawing, drawing thread)
-    real = plots.nash_conv
-
-    def counted(lines: Sequence[Mapping[str, Any]], path: Path) -> Path:
-        drawn.append((lines[-1]["iteration"], threading.current_thread().name))
-        return real(lines, path)
-
-    monkeypatch.setattr(plots, "nash_conv", counted)
+def test_plots_are_redrawn_every_10_iterations_by_a_child_process_and_last_at_the_end(
+        tmp_path: Path, run_popmarl: Callable[..., dict[str, Any]], caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG, logger="popmarl_mlflow")
     assert run_popmarl(tmp_path / "run", ["plots"], iterations=25)["iterations"] == 25
-    iterations = [i for i, _ in drawn]
+    drawn = [re.fullmatch(r"popmarl-mlflow: plots of iteration (\d+) drawn in [\d.]+ s by process (\d+)",
+                          r.getMessage()) for r in caplog.records if r.name == "popmarl_mlflow"]
+    assert drawn and all(drawn), caplog.records
+    iterations = [int(m[1]) for m in drawn if m]
     # Requested at 10, 20 and the end; a request waiting for the time budget is replaced
     # by the next (this run is too short for any but the end's). The run returned after
     # the end's drawing.
-    assert 1 <= len(drawn) <= 3 and set(iterations) <= {10, 20, 25} and iterations[-1] == 25, drawn
-    assert {thread for _, thread in drawn} == {"popmarl-plots"}
+    assert 1 <= len(iterations) <= 3 and set(iterations) <= {10, 20, 25} and iterations[-1] == 25, iterations
+    assert {int(m[2]) for m in drawn if m} != {os.getpid()}
     for name in PLOTS:
         check_png(tmp_path / "run" / name)
 
@@ -136,3 +139,127 @@ def test_drawer_keeps_to_its_share_of_time_and_draws_the_newest_request_at_close
     begun = time.monotonic()
     drawer.close()
     assert drawn == [1, 10] and time.monotonic() - begun < 2  # close cuts the wait short
+
+
+def history(first: int, last: int) -> list[dict[str, Any]]:
+    return [{"iteration": i, "nash_conv": 1.0 / i, "wall_time_s": 0.1 * i, "meta_strategy/p": [1 / i] * i}
+            for i in range(first, last + 1)]
+
+
+def test_drawing_process_draws_the_history_its_updates_add_up_to(tmp_path: Path) -> None:
+    drawing = DrawingProcess(max_share=1.0, start=time.monotonic(), estimate=0.0)
+    drawing.send(Update(run_dir=str(tmp_path), lines=history(1, 3), meta=[], draw=False))
+    drawing.send(Update(run_dir=str(tmp_path), lines=history(4, 5), meta=[], draw=True))
+    drawing.close()  # draws what is pending, then the process exits
+    assert drawing.error is None and drawing.drawn[-1] == 5, (drawing.error, drawing.drawn)
+    check_png(tmp_path / "nash_conv.png")
+    check_png(tmp_path / "meta_strategies.png")
+    assert not (tmp_path / "payoffs.png").exists()  # no payoffs.npz: no heat map
+
+
+def test_a_drawing_process_that_dies_is_reported_not_raised(tmp_path: Path) -> None:
+    drawing = DrawingProcess(max_share=1.0, start=time.monotonic(), estimate=0.0)
+    assert drawing.pid is not None
+    os.kill(drawing.pid, signal.SIGKILL)
+    for last in (2, 4):
+        drawing.send(Update(run_dir=str(tmp_path), lines=history(last - 1, last), meta=[], draw=True))
+    drawing.close()
+    assert drawing.error == "the drawing process exited with code -9" and drawing.drawn == []
+
+
+def gone(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] == "Z"  # a zombie nobody reaps
+    except FileNotFoundError:
+        return True
+
+
+@pytest.mark.parametrize("death", ["killed", "exits"])
+def test_the_drawing_process_does_not_outlive_the_run(death: str) -> None:
+    # A run's process killed (no run_end, no atexit) or exiting without run_end.
+    end = "os.kill(os.getpid(), signal.SIGKILL)" if death == "killed" else "sys.exit(3)"
+    code = ("import os, signal, sys, time\n"
+            "from popmarl_mlflow.drawing import DrawingProcess\n"
+            "if __name__ == '__main__':\n"
+            "    drawing = DrawingProcess(max_share=1.0, start=time.monotonic(), estimate=0.0)\n"
+            "    print(drawing.pid, flush=True)\n"
+            f"    {end}\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
+    assert done.returncode == (-signal.SIGKILL if death == "killed" else 3), done.stderr
+    pid = int(done.stdout)
+    deadline = time.monotonic() + 20
+    while not gone(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert gone(pid)
+
+
+def test_a_large_heat_map_labels_at_most_10_policies_per_axis(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from popmarl.payoffs import PayoffTable
+
+    n = 61
+    rng = np.random.default_rng(0)
+    table = PayoffTable(agents=("a", "b"), values=rng.normal(size=(2, n, n)), filled=np.ones((n, n), bool))
+    table.save(tmp_path / "payoffs.npz", [[f"a/{i}" for i in range(n)], [f"b/{i}" for i in range(n)]])
+    saved = []
+    real = plots.save
+    monkeypatch.setattr(plots, "save", lambda figure, path: saved.append(figure) or real(figure, path))
+    check_png(plots.payoffs(tmp_path / "payoffs.npz", tmp_path / "payoffs.png"))
+    heat_map = saved[0].axes[0]
+    rows = [t.get_text() for t in heat_map.get_yticklabels()]
+    cols = [t.get_text() for t in heat_map.get_xticklabels()]
+    assert rows == [f"a/{i}" for i in range(0, n, 7)] and cols == [f"b/{i}" for i in range(0, n, 7)]
+
+
+def test_a_script_without_a_main_guard_runs_once_and_gets_its_plots(tmp_path: Path) -> None:
+    # multiprocessing's spawn would re-run this script in the drawing process.
+    script = tmp_path / "script.py"
+    script.write_text("import popmarl\n"
+                      "from mlflow_helpers import config\n"
+                      f"popmarl.run(config(['plots'], stopping={{'max_iterations': 2}}), out={str(tmp_path / 'run')!r})\n"
+                      "print('ran')\n", encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0 and done.stdout.count("ran") == 1, done.stderr
+    assert "plots stopped" not in done.stderr, done.stderr
+    for name in PLOTS:
+        check_png(tmp_path / "run" / name)
+
+
+def test_ctrl_c_stops_the_run_which_still_gets_its_last_plots(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    script = tmp_path / "script.py"
+    script.write_text("import popmarl\n"
+                      "from mlflow_helpers import config\n"
+                      "if __name__ == '__main__':\n"
+                      "    popmarl.run(config(['plots'], env={'name': 'matrix', 'params': {'game': 'random_zero_sum', "
+                      "'size': 40}}, stopping={'max_iterations': 100000}), "
+                      f"out={str(run_dir)!r})\n", encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])}
+    # Its own process group, as a terminal's foreground job: Ctrl-C signals the whole group.
+    with subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True, env=env, start_new_session=True) as run:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not (
+                (run_dir / "metrics.jsonl").is_file() and (run_dir / "metrics.jsonl").read_text().count("\n") >= 3):
+            time.sleep(0.05)
+        os.killpg(run.pid, signal.SIGINT)
+        _, stderr = run.communicate(timeout=60)
+    assert run.returncode != 0 and "KeyboardInterrupt" in stderr
+    assert "plots stopped" not in stderr, stderr
+    for name in PLOTS:
+        check_png(run_dir / name)
+
+
+def test_the_drawing_process_yields_to_the_run(tmp_path: Path) -> None:
+    drawing = DrawingProcess(max_share=1.0, start=time.monotonic(), estimate=0.0)
+    drawing.send(Update(run_dir=str(tmp_path), lines=history(1, 2), meta=[], draw=True))
+    deadline = time.monotonic() + 60
+    while not drawing.drawn and time.monotonic() < deadline:  # alive until close()
+        time.sleep(0.02)
+        drawing.poll()
+    assert drawing.drawn == [2]
+    ours = os.getpriority(os.PRIO_PROCESS, 0)
+    assert os.getpriority(os.PRIO_PROCESS, drawing.pid) == min(19, ours + NICENESS) > ours
+    drawing.close()
+    assert drawing.error is None
