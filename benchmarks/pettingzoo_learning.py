@@ -13,10 +13,9 @@ Two runs, each from an example config:
   examples/marl_simple_spread_ppo.yaml): the mean episode return per agent of the trained
   shared policy against that of the initial (untrained) one.
 
-Measured (1 torch thread, two runs at once on 2 cores): tictactoe, loss against random
-per seat (player_1 / player_2), seeds 0-4: 0.017 / 0.007, 0.000 / 0.011, 0.000 / 0.008,
-0.000 / 0.011, 0.000 / 0.011 (463-474 s wall, 460-473 s CPU each): the 2% target is met
-in both seats for every seed. spread (seed 0, 2026-11-23, truncation bootstrapped):
+Measured 2026-11-23 (1 torch thread, 2 cores): tictactoe, loss against random per seat
+(player_1 / player_2), seeds 0-2: 0.000 / 0.006, 0.006 / 0.006, 0.001 / 0.007 (404-481 s
+CPU each): the 2% target is met in both seats for every seed. spread (seed 0, 2026-11-23, truncation bootstrapped):
 -19.93 -> -11.74 in 80000 env steps, 23 s wall / 23 s CPU.
 
 Wall and CPU time cover the run (training and payoff evaluation), not the final
