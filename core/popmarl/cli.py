@@ -98,8 +98,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _resume_config(resume: str, config: str | None, overrides: list[str]) -> Any:
-    """The run's saved config with ``overrides``; a ``config`` given too must equal it (a
-    changed stopping condition is made explicit with ``--set``, never read from a file)."""
+    """The run's saved config with ``overrides``; a ``config`` given too, with the same
+    overrides, must equal it except in the keys ``--set`` names (so the command that made
+    the run, repeated with ``--resume``, continues it; a changed stopping condition is made
+    explicit with ``--set``, never read from a file)."""
     from popmarl.config import differences, load_config, to_dict
     from popmarl.errors import ResumeError
     from popmarl.rundir import RunDirectory
@@ -107,7 +109,9 @@ def _resume_config(resume: str, config: str | None, overrides: list[str]) -> Any
     run = RunDirectory(resume)
     saved = run.read_config()
     if config is not None:
-        different = differences(saved, to_dict(load_config(config)))
+        named = [item.partition("=")[0].strip() for item in overrides]
+        different = [key for key in differences(saved, to_dict(load_config(config, overrides)))
+                     if not any(key == n or key.startswith(f"{n}.") for n in named)]
         if different:
             raise ResumeError(
                 f"--resume {run.path}: {config} differs from the run's config in: {', '.join(different)}; "

@@ -275,7 +275,8 @@ class RolloutWorker:
                         if k is None:
                             rec.clear(slot)
                             continue
-                        episode = rec.finish(slot, step.returns[row][agent_index[agent]], cuts.get((agent, slot)))
+                        cut = cuts.get((agent, slot)) if step.truncated[row] else None
+                        episode = rec.finish(slot, step.returns[row][agent_index[agent]], cut)
                         if episode is not None:
                             kept[k].append(episode)
                     refill(slot)

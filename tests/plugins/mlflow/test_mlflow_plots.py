@@ -21,7 +21,7 @@ import pytest
 import popmarl
 from mlflow_helpers import PNG_SIGNATURE, config
 from popmarl.cli import main
-from popmarl_mlflow import plots
+from popmarl_mlflow import drawing as drawing_module, plots
 from popmarl_mlflow.drawing import NICENESS, Drawer, DrawingProcess, Snapshot, Update
 
 PLOTS = ("nash_conv.png", "payoffs.png", "meta_strategies.png")
@@ -165,6 +165,18 @@ def test_a_drawing_process_that_dies_is_reported_not_raised(tmp_path: Path) -> N
         drawing.send(Update(run_dir=str(tmp_path), lines=history(last - 1, last), meta=[], draw=True))
     drawing.close()
     assert drawing.error == "the drawing process exited with code -9" and drawing.drawn == []
+
+
+def test_a_stuck_drawing_process_is_stopped_at_the_runs_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(drawing_module, "CLOSE_TIMEOUT_S", 1.0)
+    drawing = DrawingProcess(max_share=1.0, start=time.monotonic(), estimate=0.0)
+    os.kill(drawing.pid, signal.SIGSTOP)  # alive, never answering: a drawing that never ends
+    drawing.send(Update(run_dir=str(tmp_path), lines=history(1, 2), meta=[], draw=True))
+    started = time.monotonic()
+    drawing.close()
+    assert time.monotonic() - started < 10
+    assert drawing.error == "the drawing process was still drawing after 1 s; stopped it"
+    assert gone(drawing.pid)
 
 
 def gone(pid: int) -> bool:

@@ -123,6 +123,6 @@ def test_config_defaults_and_validation() -> None:
         RayConfig(address="http://head/")
     with pytest.raises(ValueError):
         RayConfig(num_rollout_workers=0)
-    assert config.task_timeout_s == 600 and RayConfig(task_timeout_s=None).task_timeout_s is None
+    assert config.task_timeout_s == 3600 and RayConfig(task_timeout_s=None).task_timeout_s is None
     with pytest.raises(ValueError, match="must be > 0"):
         RayConfig(task_timeout_s=0)

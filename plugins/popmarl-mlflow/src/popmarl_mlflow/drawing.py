@@ -63,6 +63,10 @@ class Update:
     draw: bool
 
 
+#: How long the run's end waits for the last drawing before it stops the drawing process.
+CLOSE_TIMEOUT_S = 120.0
+
+
 class DrawingProcess:
     """The run's handle on the drawing process (see the module). :meth:`send` and
     :meth:`close` never raise for the child's sake: its failure, or its death, is kept
@@ -118,9 +122,13 @@ class DrawingProcess:
         except OSError:
             pass
         self._requests.close()
+        deadline = time.monotonic() + CLOSE_TIMEOUT_S
         try:  # until the child closes its end: it has reported everything by then
-            while True:
+            while self._results.poll(max(0.0, deadline - time.monotonic())):
                 self._report(self._results.recv())
+            self._process.kill()  # a drawing stuck past the deadline must not hold up the run's end
+            if self.error is None:
+                self.error = f"the drawing process was still drawing after {CLOSE_TIMEOUT_S:g} s; stopped it"
         except (EOFError, OSError):
             pass
         self._results.close()

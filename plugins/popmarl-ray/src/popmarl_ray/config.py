@@ -47,7 +47,7 @@ class RayConfig:
     num_gpus_per_learner: float = attrs.field(default=0.0, validator=non_negative)
     max_staleness: int = attrs.field(default=2, validator=non_negative)
     max_task_retries: int = attrs.field(default=3, validator=non_negative)
-    task_timeout_s: float | None = attrs.field(default=600.0, validator=optional(positive))
+    task_timeout_s: float | None = attrs.field(default=3600.0, validator=optional(positive))
     chunks_per_worker: int = attrs.field(default=4, validator=at_least_one)
     connect_timeout_s: float = attrs.field(default=10.0, validator=positive)
     start_timeout_s: float = attrs.field(default=300.0, validator=positive)

@@ -262,6 +262,8 @@ class Training:
             a.since, a.version = time.monotonic(), version
             return
         if a.train_ref is not None:
+            if ray.wait([a.train_ref], timeout=0)[0]:
+                return  # it finished since the wait returned: the loop takes its result
             call = self.calls.pop(a.train_ref, None)
             policy_id = a.task.spec.policy_id
             error = late("learner", a.slot, f"no new weights of {policy_id}", timeout_s)
