@@ -1,4 +1,4 @@
-"""The Trainer interface: the update rule of one learning policy."""
+"""The Trainer interface: the update rule of one learning policy, and its state."""
 
 from __future__ import annotations
 
@@ -7,11 +7,32 @@ from collections.abc import Mapping, Sequence
 
 from popmarl.records import Episode
 
+#: A trainer's state as named files in safe formats (``torch.save`` of state dicts,
+#: read back with ``weights_only=True``; ``.npz`` without pickles; JSON), never a pickle
+#: of a live object. Names are plain file names (letters, digits, ``_ . -``).
+TrainerState = Mapping[str, bytes]
+
 
 class Trainer(ABC):
     """Owns the update rule for one policy. The rollout engine feeds it episodes the
-    policy played (in ``explore`` mode) and calls :meth:`update` between collections."""
+    policy played (in ``explore`` mode) and calls :meth:`update` between collections.
+
+    A trainer belongs to a learner that persists across train tasks (and across a
+    resumed run): :meth:`state` captures everything :meth:`update` depends on apart from
+    the policy's weights (optimiser state, target networks, replay buffer, exploration
+    schedule, counters, random generators), so that a trainer rebuilt with the same
+    algorithm, policy weights and :meth:`load_state` continues exactly as the original."""
 
     @abstractmethod
     def update(self, episodes: Sequence[Episode]) -> Mapping[str, float]:
         """Learn from ``episodes`` (the newest since the last call); return metrics."""
+
+    @abstractmethod
+    def state(self) -> TrainerState:
+        """Everything :meth:`update` depends on besides the policy's weights (a trainer
+        with none returns ``{}``)."""
+
+    @abstractmethod
+    def load_state(self, state: TrainerState) -> None:
+        """Continue from ``state`` (from :meth:`state` of a trainer of the same algorithm
+        and config); the policy's weights are set separately, before this call."""
