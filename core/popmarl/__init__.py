@@ -33,6 +33,11 @@ if TYPE_CHECKING:
         Episode,
         EvalResult,
         EvalTask,
+        FrozenPolicy,
+        JointOpponents,
+        LearnerInit,
+        LearnerSpec,
+        LearnerState,
         Observations,
         Opponents,
         PolicySpec,
@@ -43,7 +48,7 @@ if TYPE_CHECKING:
     )
     from popmarl.registries import Registries, RegistriesLike
     from popmarl.rollout import RolloutWorker
-    from popmarl.scenario import RunContext, Scenario
+    from popmarl.scenario import IterativeScenario, RunContext, Scenario
     from popmarl.solver import MetaSolver, SolverResult
     from popmarl.spaces import Box, Discrete
     from popmarl.tracker import Tracker
@@ -74,6 +79,11 @@ _EXPORTS: dict[str, str] = {
     "Policy": "popmarl.policy",
     "EvalResult": "popmarl.records",
     "EvalTask": "popmarl.records",
+    "FrozenPolicy": "popmarl.records",
+    "JointOpponents": "popmarl.records",
+    "LearnerInit": "popmarl.records",
+    "LearnerSpec": "popmarl.records",
+    "LearnerState": "popmarl.records",
     "Episode": "popmarl.records",
     "Observations": "popmarl.records",
     "Opponents": "popmarl.records",
@@ -84,6 +94,7 @@ _EXPORTS: dict[str, str] = {
     "TrainTask": "popmarl.records",
     "Registries": "popmarl.registries",
     "RolloutWorker": "popmarl.rollout",
+    "IterativeScenario": "popmarl.scenario",
     "RunContext": "popmarl.scenario",
     "Scenario": "popmarl.scenario",
     "MetaSolver": "popmarl.solver",
@@ -159,7 +170,7 @@ def run(config: RunConfig, out: str | None = None, *, resume: str | None = None,
 __all__ = [
     "AgentInterface", "Algorithm", "Backend", "BestResponseProblem", "Box", "CheckpointError", "Component",
     "ConfigError", "Discrete", "Env", "Episode", "EvalResult", "EvalTask", "ExactEnv", "ExplicitPolicy",
-    "MetaSolver", "Observations", "Opponents", "PluginError", "Policy", "PolicySpace", "PolicySpec",
+    "FrozenPolicy", "IterativeScenario", "JointOpponents", "LearnerInit", "LearnerSpec", "LearnerState", "MetaSolver", "Observations", "Opponents", "PluginError", "Policy", "PolicySpace", "PolicySpec",
     "PopmarlError", "Registries", "Registry", "ResumeError", "RolloutWorker", "RunContext", "RunInfo", "Scenario",
     "SolverResult", "Step", "Tracker", "TrainBudget", "TrainResult", "TrainTask", "Trainer",
     "UnknownComponentError", "UserError", "VectorEnv", "algorithms", "backends", "envs", "hookimpl",

@@ -12,20 +12,20 @@ from popmarl.algorithm import Algorithm, PolicySpace
 from popmarl.component import Component
 from popmarl.env import Env
 from popmarl.population import AgentMapping
-from popmarl.records import EvalResult, EvalTask, LearnResult, LearnTask, TrainResult, TrainTask, Weights
+from popmarl.records import EvalResult, EvalTask, TrainResult, TrainTask, Weights
 
 
 @attrs.frozen(kw_only=True)
 class RunSetup:
     """Everything a backend needs to rebuild the run's components in another process:
-    component names and params, not live objects, except ``local_components``: the env
+    component names and params, not live objects (``algorithms``: each population's
+    ``(name, params)``), except ``local_components``: the env
     or algorithm registered in this process only (``with_component``), which another
     process cannot find by name, by value (``{(kind, name): class}``)."""
 
     env_name: str
     env_params: Mapping[str, object]
-    algorithm_name: str
-    algorithm_params: Mapping[str, object]
+    algorithms: Mapping[str, tuple[str, Mapping[str, object]]]
     mapping: AgentMapping
     spaces: Mapping[str, PolicySpace]
     seed: int
@@ -37,16 +37,17 @@ class RunSetup:
 
 @attrs.frozen(kw_only=True)
 class Components:
-    """The live env and algorithm of a run (built by :func:`popmarl.build.components`)."""
+    """The live env and each population's algorithm of a run."""
 
     env: Env
-    algorithm: Algorithm
+    algorithms: Mapping[str, Algorithm]
 
 
 class Backend(Component):
-    """Executes train and evaluate tasks. ``local`` runs them in-process; others may run
-    them on workers. Policies are addressed by id; their weights are pushed with
-    :meth:`add_policy` once, when frozen."""
+    """Executes train and evaluate tasks, for every scenario alike. ``local`` runs them
+    in-process; others may run them on workers. Policies are addressed by id; their
+    weights are pushed with :meth:`add_policy` once, when frozen. Learners are addressed
+    by key and persist between train tasks wherever the backend holds them."""
 
     @abstractmethod
     def start(self, setup: RunSetup, components: Components) -> None:
@@ -58,16 +59,12 @@ class Backend(Component):
 
     @abstractmethod
     def train(self, tasks: Sequence[TrainTask]) -> list[TrainResult]:
-        """Run the oracle of each task (one per population in an iteration)."""
+        """Run each task (they are independent: e.g. one per population in a PSRO
+        iteration); results in task order."""
 
     @abstractmethod
     def evaluate(self, tasks: Sequence[EvalTask]) -> list[EvalResult]:
         """Estimate the payoff-table entries of ``tasks`` (exactly where the env allows)."""
-
-    @abstractmethod
-    def learn(self, task: LearnTask) -> LearnResult:
-        """Co-train the task's learners (they persist across calls, with their trainers'
-        state) for its budget: the ``marl`` scenario's step."""
 
     def close(self) -> None:
         """Release workers."""

@@ -50,7 +50,9 @@ class StoppingConfig:
 @attrs.frozen(kw_only=True)
 class TrainingConfig:
     """One oracle training run (learning algorithms only): its budget, its early stop on
-    a windowed return or win rate, which snapshot it keeps, and how it plays."""
+    a windowed return or win rate, which snapshot it keeps, how it starts (``init``:
+    ``fresh``, or ``previous``: carry on from the population's newest policy with its
+    trainer's state, a warm start), and how it plays."""
 
     max_env_steps: int | None = attrs.field(default=20_000, validator=optional(at_least_one))
     max_episodes: int | None = attrs.field(default=None, validator=optional(at_least_one))
@@ -61,6 +63,7 @@ class TrainingConfig:
     target_return: float | None = None
     target_win_rate: float | None = attrs.field(default=None, validator=optional(unit_interval))
     keep: Literal["last", "best"] = "last"
+    init: Literal["fresh", "previous"] = "fresh"
     self_play: float = attrs.field(default=0.0, validator=unit_interval)
     opponent_epsilon: float = attrs.field(default=0.0, validator=unit_interval)
 
@@ -87,7 +90,8 @@ class RunConfig:
     seed: int = 0
     env: ComponentConfig
     agents: AgentsConfig = AgentsConfig()
-    algorithm: ComponentConfig
+    #: One component for every population, or ``{population: component}``.
+    algorithm: ComponentConfig | dict[str, ComponentConfig]
     solver: ComponentConfig = ComponentConfig(name="uniform")
     backend: ComponentConfig = ComponentConfig(name="local")
     stopping: StoppingConfig = StoppingConfig()
@@ -106,11 +110,19 @@ COMPONENT_KINDS = {
 }
 
 
+def per_population(spec: Any) -> bool:
+    """Whether a raw ``algorithm`` value maps populations to components (a mapping
+    without ``name``) rather than being one component."""
+    return isinstance(spec, Mapping) and "name" not in spec and "params" not in spec
+
+
 def _normalize_components(raw: dict[str, Any]) -> None:
     """Allow a bare name wherever a component is expected."""
     for key in COMPONENT_KINDS:
         if isinstance(raw.get(key), str):
             raw[key] = {"name": raw[key]}
+    if per_population(raw.get("algorithm")):
+        raw["algorithm"] = {p: {"name": c} if isinstance(c, str) else c for p, c in raw["algorithm"].items()}
     if isinstance(raw.get("trackers"), list):
         raw["trackers"] = [{"name": t} if isinstance(t, str) else t for t in raw["trackers"]]
 
@@ -136,6 +148,9 @@ def _check_raw_components(raw: Mapping[str, Any], problems: list[str], found: Re
     """After a structural problem elsewhere: still check each well-formed component's name
     and params (a malformed one is already reported)."""
     specs = [(key, kind, raw.get(key)) for key, kind in COMPONENT_KINDS.items()]
+    if per_population(raw.get("algorithm")):
+        specs = [s for s in specs if s[0] != "algorithm"]
+        specs += [(f"algorithm.{p}", "algorithms", c) for p, c in raw["algorithm"].items()]
     if isinstance(raw.get("trackers"), list):
         specs += [(f"trackers[{i}]", "trackers", t) for i, t in enumerate(raw["trackers"])]
     for path, kind, value in specs:
@@ -162,13 +177,33 @@ def validate(raw: Any, *, source: str = "config", registries: RegistriesLike | N
         raise ConfigError(problems)
     resolved: dict[str, Any] = {}
     for key, kind in COMPONENT_KINDS.items():
-        resolved[key] = _check_component(kind, getattr(config, key), key, problems, found)
+        spec = getattr(config, key)
+        if isinstance(spec, dict):
+            resolved[key] = {p: _check_component(kind, c, f"{key}.{p}", problems, found) for p, c in spec.items()}
+        else:
+            resolved[key] = _check_component(kind, spec, key, problems, found)
     resolved["trackers"] = [
         _check_component("trackers", t, f"trackers[{i}]", problems, found) for i, t in enumerate(config.trackers)
     ]
     if problems:
         raise ConfigError(problems)
     return attrs.evolve(config, **resolved)
+
+
+def population_algorithms(config: RunConfig, populations: Sequence[str]) -> dict[str, ComponentConfig]:
+    """Each population's algorithm: the one component for all, or the run's mapping,
+    which must name every population and no other."""
+    if isinstance(config.algorithm, ComponentConfig):
+        return {p: config.algorithm for p in populations}
+    unknown = [p for p in config.algorithm if p not in populations]
+    problems = [f"algorithm.{p}: no such population; the populations are {', '.join(populations)}" for p in unknown]
+    missing = [p for p in populations if p not in config.algorithm]
+    if missing:
+        problems.append(f"algorithm: no algorithm for population(s) {', '.join(missing)}; the populations are "
+                        f"{', '.join(populations)} (or give one algorithm for all)")
+    if problems:
+        raise ConfigError(problems)
+    return {p: config.algorithm[p] for p in populations}
 
 
 def apply_overrides(raw: dict[str, Any], overrides: Sequence[str]) -> dict[str, Any]:

@@ -15,16 +15,15 @@ from typing import Any
 import attrs
 import numpy as np
 
-from popmarl.algorithm import Algorithm
 from popmarl.builtin.random_policy import RandomAlgorithm
-from popmarl.config import RunConfig, read_yaml, validate
+from popmarl.config import RunConfig, population_algorithms, read_yaml, validate
 from popmarl.env import Env
 from popmarl.errors import UserError
 from popmarl.policy import Policy
 from popmarl.population import AgentMapping
 from popmarl.rollout import RolloutWorker
 from popmarl.rundir import RunDirectory
-from popmarl.runner import build, policy_spaces
+from popmarl.runner import build, build_algorithms, policy_spaces
 
 
 @attrs.frozen(kw_only=True)
@@ -55,9 +54,9 @@ def load_run(path: str | Path) -> LoadedRun:
         raise UserError(f"{run.path}: not a run directory (no config.yaml)")
     config = validate(read_yaml(run.config_file), source=str(run.config_file))
     env: Env = build("envs", config.env, "env.params")
-    algorithm: Algorithm = build("algorithms", config.algorithm, "algorithm.params")
     mapping = AgentMapping.resolve(config.agents.mapping, env.agents)
     spaces = policy_spaces(env, mapping)
+    algorithms = build_algorithms(population_algorithms(config, mapping.populations))
     summary = run.read_summary()
     populations = summary.get("populations", {})
     if not populations:
@@ -82,7 +81,7 @@ def load_run(path: str | Path) -> LoadedRun:
         chosen = [(pid, w) for pid, w in zip(info["policies"], mixture) if w > 0]
         for pid, _ in chosen:
             if pid not in loaded:
-                loaded[pid] = algorithm.make_policy(space=spaces[population], seed=0)
+                loaded[pid] = algorithms[population].make_policy(space=spaces[population], seed=0)
                 loaded[pid].set_weights(run.load_policy(pid))
         weights = np.array([w for _, w in chosen])
         pools[agent] = Pool(policies=tuple(loaded[pid] for pid, _ in chosen), mixture=weights / weights.sum())

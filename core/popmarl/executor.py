@@ -12,10 +12,11 @@ import numpy as np
 from popmarl.agent import AgentInterface
 from popmarl.backend import Components, RunSetup
 from popmarl.env import ExactEnv
+from popmarl.learner import Learners
 from popmarl.policy import Policy
-from popmarl.colearning import CoLearners
-from popmarl.records import EvalResult, EvalTask, LearnResult, LearnTask, TrainResult, TrainTask, Weights
+from popmarl.records import EvalResult, EvalTask, TrainResult, TrainTask, Weights
 from popmarl.rollout import RolloutWorker
+from popmarl.training import run_task
 
 
 def population_of(policy_id: str) -> str:
@@ -24,34 +25,30 @@ def population_of(policy_id: str) -> str:
 
 
 class Executor:
-    """Holds the env, the algorithm and the frozen policies of one process."""
+    """Holds the env, each population's algorithm, the frozen policies and the learners
+    of one process."""
 
     def __init__(self, setup: RunSetup, components: Components) -> None:
         self.setup = setup
         self.env = components.env
-        self.algorithm = components.algorithm
+        self.agents = {population: AgentInterface(space=space, algorithm=components.algorithms[population],
+                                                  env=self.env)
+                       for population, space in setup.spaces.items()}
         self.rollout = RolloutWorker(env=self.env, num_envs=setup.num_envs)
         self.train_rollout = RolloutWorker(env=self.env, num_envs=setup.train_num_envs)
         self.policies: dict[str, Policy] = {}
-        self.colearners = CoLearners(algorithm=self.algorithm, spaces=dict(setup.spaces), rollout=self.train_rollout)
+        self.learners = Learners(self.agents)
 
     def add_policy(self, policy_id: str, weights: Weights) -> None:
-        """Rebuild a frozen policy from its weights."""
-        space = self.setup.spaces[population_of(policy_id)]
-        policy = self.algorithm.make_policy(space=space, seed=0)
-        policy.set_weights(weights)
-        self.policies[policy_id] = policy
+        """Rebuild a frozen policy from its weights (with its population's algorithm)."""
+        self.policies[policy_id] = self.agents[population_of(policy_id)].frozen(weights)
 
     def policy(self, policy_id: str) -> Policy:
         return self.policies[policy_id]
 
     def train(self, task: TrainTask) -> TrainResult:
-        space = self.setup.spaces[task.spec.population]
-        agent = AgentInterface(space=space, algorithm=self.algorithm, env=self.env, rollout=self.train_rollout)
-        return agent.train(task, self.policy)
-
-    def learn(self, task: LearnTask) -> LearnResult:
-        return self.colearners.learn(task, self.policies)
+        """Run ``task`` here: its learners act and update in this process."""
+        return run_task(task, learners=self.learners, rollout=self.train_rollout, policy_of=self.policy)
 
     @property
     def exact(self) -> bool:

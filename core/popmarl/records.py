@@ -95,25 +95,138 @@ class TrainBudget:
     opponent_epsilon: float = 0.0
 
 
+LEARNER_INITS = ("fresh", "from", "continue", "restore")
+
+
+@attrs.frozen(kw_only=True)
+class LearnerState:
+    """Everything a learner is, in safe formats: its policy's weights and its trainer's
+    state (:data:`popmarl.trainer.TrainerState`: named files). With its population's
+    algorithm and ``seed``, enough to rebuild it exactly (``init: restore``)."""
+
+    key: str
+    population: str
+    seed: int
+    weights: Weights
+    trainer: Mapping[str, bytes] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class LearnerInit:
+    """How a train task's learner starts.
+
+    ``fresh``: a new policy and trainer (from the learner's seed). ``from``: a new
+    trainer on the weights of the frozen policy ``policy_id`` (a warm start).
+    ``continue``: the learner as the last task that named its key left it (policy,
+    trainer, optimiser, replay buffer, exploration schedule, random generators); with
+    ``policy_id``, its policy takes that frozen policy's weights (e.g. the snapshot
+    ``keep: best`` kept) and its trainer carries on. ``restore``: the learner rebuilt
+    from ``state`` (a checkpoint), then as ``continue`` (``policy_id`` included)."""
+
+    kind: str = "fresh"
+    policy_id: str | None = None
+    state: LearnerState | None = None
+
+    def __attrs_post_init__(self) -> None:
+        if self.kind not in LEARNER_INITS:
+            raise ValueError(f"LearnerInit.kind: {self.kind!r} is not allowed; allowed: {', '.join(LEARNER_INITS)}")
+        if self.kind == "from" and self.policy_id is None:
+            raise ValueError("LearnerInit: kind 'from' needs a policy_id")
+        if self.kind == "fresh" and self.policy_id is not None:
+            raise ValueError("LearnerInit: kind 'fresh' takes no policy_id")
+        if (self.kind == "restore") != (self.state is not None):
+            raise ValueError("LearnerInit: state goes with kind 'restore', and only with it")
+
+    @classmethod
+    def start_from(cls, policy_id: str) -> LearnerInit:
+        return cls(kind="from", policy_id=policy_id)
+
+    @classmethod
+    def restore(cls, state: LearnerState, policy_id: str | None = None) -> LearnerInit:
+        return cls(kind="restore", state=state, policy_id=policy_id)
+
+
+@attrs.frozen(kw_only=True)
+class LearnerSpec:
+    """One learner of a train task: its ``key`` (its identity across tasks), the
+    ``population`` whose algorithm and spaces it uses, the ``seats`` (agents) it plays,
+    how it starts (``init``), its ``seed`` (for ``fresh`` and ``from``), and
+    ``snapshot``: freeze its weights after the task and return them under this spec
+    (None: return no snapshot).
+
+    ``one_seat``: per episode it plays one of ``seats``, drawn uniformly (the other seats
+    are the opponents'; a PSRO best response of a shared population); otherwise it plays
+    all of them in every episode (parameter sharing in co-learning)."""
+
+    key: str
+    population: str
+    seats: tuple[str, ...]
+    seed: int
+    init: LearnerInit = attrs.field(factory=LearnerInit)
+    snapshot: PolicySpec | None = None
+    one_seat: bool = False
+
+
+@attrs.frozen(kw_only=True)
+class JointOpponents:
+    """A joint distribution over profiles of the seats ``agents``: ``profiles[k]`` gives
+    one frozen policy id per seat, drawn with probability ``probabilities[k]`` once per
+    episode (a correlated meta-strategy)."""
+
+    agents: tuple[str, ...]
+    profiles: tuple[tuple[str, ...], ...]
+    probabilities: np.ndarray
+
+    def support(self) -> list[tuple[tuple[str, ...], float]]:
+        """The (profile, probability) pairs with positive probability."""
+        return [(prof, float(p)) for prof, p in zip(self.profiles, self.probabilities) if p > 0]
+
+
 @attrs.frozen(kw_only=True)
 class TrainTask:
-    """Produce a new policy for ``population`` against the seats' meta-strategies."""
+    """Train ``learners`` together in the same episodes for one ``budget``.
+
+    Every seat a learner does not play in an episode is an opponent's: drawn once per
+    episode from ``opponents`` (per seat, a mixture of frozen policy ids) or from
+    ``joint`` (a distribution over profiles of its seats). ``return_state``: return each
+    learner's whole :class:`LearnerState` too (for the scenario's checkpoint).
+    """
+
+    learners: tuple[LearnerSpec, ...]
+    seed: int
+    budget: TrainBudget = attrs.field(factory=TrainBudget)
+    opponents: tuple[Opponents, ...] = ()
+    joint: JointOpponents | None = None
+    return_state: bool = False
+
+    def __attrs_post_init__(self) -> None:
+        keys = [spec.key for spec in self.learners]
+        if not keys:
+            raise ValueError("TrainTask: needs at least one learner")
+        if len(set(keys)) != len(keys):
+            raise ValueError(f"TrainTask: learner keys must differ, got {', '.join(keys)}")
+
+
+@attrs.frozen(kw_only=True)
+class FrozenPolicy:
+    """A frozen policy: its identity and weights."""
 
     spec: PolicySpec
-    seed: int
-    opponents: tuple[Opponents, ...]
-    budget: TrainBudget = attrs.field(factory=TrainBudget)
+    weights: Weights
 
 
 @attrs.frozen(kw_only=True)
 class TrainResult:
-    """A trained, frozen policy's weights and what its training measured."""
+    """What a train task produced: the snapshots its learners were asked for, their
+    states (``return_state``), per-learner metrics (by key), the task's own metrics, and
+    the env steps and episodes it played."""
 
-    spec: PolicySpec
-    weights: Weights
+    policies: tuple[FrozenPolicy, ...] = ()
+    states: Mapping[str, LearnerState] = attrs.field(factory=dict)
+    learner_metrics: Mapping[str, Mapping[str, float]] = attrs.field(factory=dict)
+    metrics: Mapping[str, float] = attrs.field(factory=dict)
     env_steps: int = 0
     episodes: int = 0
-    metrics: Mapping[str, float] = attrs.field(factory=dict)
 
 
 @attrs.frozen(kw_only=True)
@@ -164,28 +277,3 @@ class Episode:
                              f"{self.terminated}, truncated={self.truncated}")
         if self.truncated and self.final_obs is None:
             raise ValueError("Episode: a truncated episode needs final_obs, the observation when it was cut off")
-
-
-@attrs.frozen(kw_only=True)
-class LearnTask:
-    """Continue training every population in ``learners`` together (co-learning) for one
-    budget; agents of the other populations play the frozen policy ids in ``fixed``.
-    ``initial`` gives each learner's starting weights (a policy id) for a learner the
-    executing worker has not built yet (a fresh run, or a resumed one)."""
-
-    iteration: int
-    seed: int
-    learners: tuple[str, ...]
-    fixed: Mapping[str, str]
-    initial: Mapping[str, str]
-    budget: TrainBudget
-
-
-@attrs.frozen(kw_only=True)
-class LearnResult:
-    """The learners' weights after the budget, and what training measured."""
-
-    weights: Mapping[str, Weights]
-    env_steps: int = 0
-    episodes: int = 0
-    metrics: Mapping[str, float] = attrs.field(factory=dict)

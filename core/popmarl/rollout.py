@@ -143,6 +143,42 @@ class OpponentCopy(Policy):
         self.learner.set_weights(weights)
 
 
+@attrs.frozen(kw_only=True)
+class Seating:
+    """A learner in play: its policy and the seats it plays (``one_seat``: one of them
+    per episode, drawn uniformly; otherwise all of them)."""
+
+    policy: Policy
+    seats: tuple[str, ...]
+    one_seat: bool = False
+
+
+class OpponentDraw:
+    """Draws the opponents of one episode: each seat from its mixture of frozen
+    policies, and the seats of a joint distribution together, as one profile."""
+
+    def __init__(self, seats: Mapping[str, tuple[Sequence[Policy], np.ndarray]],
+                 joint: tuple[tuple[str, ...], Sequence[Sequence[Policy]], np.ndarray] | None = None) -> None:
+        self.seats = seats
+        self.joint = joint
+
+    def draw(self, rng: np.random.Generator, agents: Sequence[str]) -> dict[str, Policy]:
+        """A policy for each of ``agents`` (in order; the joint profile first, if any)."""
+        drawn: dict[str, Policy] = {}
+        if self.joint is not None:
+            joint_agents, profiles, probabilities = self.joint
+            profile = profiles[int(rng.choice(len(profiles), p=probabilities))]
+            drawn.update({a: p for a, p in zip(joint_agents, profile) if a in agents})
+        for agent in agents:
+            if agent in drawn:
+                continue
+            if agent not in self.seats:
+                raise ValueError(f"train task: no opponents for seat {agent} (give a mixture or a joint distribution)")
+            pool, mixture = self.seats[agent]
+            drawn[agent] = pool[int(rng.choice(len(pool), p=mixture))]
+        return drawn
+
+
 class RolloutWorker:
     """Plays vectors of ``num_envs`` games of ``env``."""
 
@@ -170,49 +206,49 @@ class RolloutWorker:
     def explore(
         self,
         *,
-        learner: Policy,
-        learner_agents: Sequence[str],
-        opponents: Mapping[str, tuple[Sequence[Policy], np.ndarray]],
+        learners: Sequence[Seating],
+        opponents: OpponentDraw,
         max_episodes: int | None,
         max_steps: int | None,
         seed: int,
         self_play: float = 0.0,
         opponent_epsilon: float = 0.0,
-    ) -> tuple[list[Episode], int]:
-        """Play ``learner`` in one of ``learner_agents`` per episode (chosen uniformly, so
-        a shared policy plays every seat) against opponents drawn from their mixtures
-        once per episode; return the learner's finished episodes (one per episode in
-        which it moved, from the seat it played) and the env steps taken.
+    ) -> Rollouts:
+        """Play ``learners`` in their seats against opponents drawn once per episode
+        (:class:`OpponentDraw`); ``episodes[k]`` of the result holds learner ``k``'s
+        finished episodes (one per seat it played, per episode in which it moved).
 
-        With probability ``self_play`` an episode is self-play: every other seat is
-        played by a copy of the learner's current policy that acts as an opponent
-        (without exploring) and whose moves are not recorded, so the learner still
-        learns from its own seat only. Each opponent decision (copies included) is
+        With probability ``self_play`` an episode is self-play (one learner only): every
+        seat but the learner's is played by a copy of its current policy that acts as an
+        opponent (without exploring) and whose moves are not recorded, so the learner
+        still learns from its own seat only. Each opponent decision (copies included) is
         replaced by a uniformly random legal action with probability ``opponent_epsilon``."""
+        if self_play > 0 and len(learners) != 1:
+            raise ValueError(f"self_play: copies of the learner play the other seats, so a task with self_play has "
+                             f"one learner, got {len(learners)}")
         rng = np.random.default_rng(seed)
         started = 0
-        copy = OpponentCopy(learner)
+        copies = [OpponentCopy(seating.policy) for seating in learners]
 
         def sample(steps: int) -> tuple[Mapping[str, Policy], None] | None:
             nonlocal started
             if (max_episodes is not None and started >= max_episodes) or (max_steps is not None and steps >= max_steps):
                 return None
             started += 1
-            seat = learner_agents[int(rng.integers(len(learner_agents)))]
-            mirror = self_play > 0 and rng.random() < self_play
             profile: dict[str, Policy] = {}
-            for agent in self.agents:
-                if agent == seat:
-                    profile[agent] = learner
-                elif mirror:
-                    profile[agent] = copy
-                else:
-                    pool, mixture = opponents[agent]
-                    profile[agent] = pool[int(rng.choice(len(pool), p=mixture))]
+            for seating in learners:
+                seats = seating.seats
+                if seating.one_seat:
+                    seats = (seats[int(rng.integers(len(seats)))],)
+                profile.update(dict.fromkeys(seats, seating.policy))
+            if self_play > 0 and rng.random() < self_play:
+                profile.update({a: copies[0] for a in self.agents if a not in profile})
+            else:
+                profile.update(opponents.draw(rng, [a for a in self.agents if a not in profile]))
             return profile, None
 
-        result = self.run(sample, seed=seed, explore=True, learners=(learner,), opponent_epsilon=opponent_epsilon)
-        return result.episodes[0], result.env_steps
+        return self.run(sample, seed=seed, explore=True, learners=[s.policy for s in learners],
+                        opponent_epsilon=opponent_epsilon)
 
     def run(
         self, sample: Sampler, *, seed: int, explore: bool, learners: Sequence[Policy] = (),

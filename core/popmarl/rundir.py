@@ -10,16 +10,19 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from popmarl.atomic import json_default, write_json, write_npz, write_text
+from popmarl.atomic import json_default, write_bytes, write_json, write_npz, write_text
 from popmarl.errors import CheckpointError, ResumeError, UserError
-from popmarl.records import Weights
+from popmarl.records import LearnerState, Weights
 
+_FILE_NAME = re.compile(r"[A-Za-z0-9_.-]+")
 RUN_FILES = ("config.yaml", "summary.json", "metrics.jsonl", "payoffs.npz", "checkpoints")
 FORMAT = 1
 
@@ -138,22 +141,72 @@ class RunDirectory:
     history_file = property(lambda self: self.path / "checkpoints" / "history.jsonl")
 
     def commit(self, state: Mapping[str, Any], arrays: Mapping[str, np.ndarray],
-               new_history: Sequence[Mapping[str, Any]] = ()) -> Path:
-        """Write the iteration's arrays and history lines, then atomically point
-        ``state.json`` at them: the checkpoint holds ``state["iteration"]`` history lines."""
+               new_history: Sequence[Mapping[str, Any]] = (),
+               learners: Mapping[str, LearnerState] | None = None) -> Path:
+        """Write the iteration's arrays, learner states and history lines, then atomically
+        point ``state.json`` at them: the checkpoint holds ``state["iteration"]`` history
+        lines, and the ``learners`` given (read back by :meth:`load_learners`)."""
         iteration = int(state["iteration"])
         name = f"iter-{iteration:06d}.npz"
         write_npz(self.checkpoints / name, arrays)
+        extra: dict[str, Any] = {}
+        if learners:
+            extra["learners"] = self._save_learners(f"learners-{iteration:06d}", learners)
         if new_history:
             with open(self.history_file, "a", encoding="utf-8") as f:
                 f.write("".join(json.dumps(h, default=json_default) + "\n" for h in new_history))
                 f.flush()
                 os.fsync(f.fileno())
-        write_json(self.state_file, {"format": FORMAT, **state, "arrays": name})
+        write_json(self.state_file, {"format": FORMAT, **state, "arrays": name, **extra})
         for old in self.checkpoints.glob("iter-*.npz"):
             if old.name != name:
                 old.unlink(missing_ok=True)
+        for old in self.checkpoints.glob("learners-*"):
+            if old.name != extra.get("learners"):
+                shutil.rmtree(old, ignore_errors=True)
         return self.checkpoints
+
+    # -- learner states -------------------------------------------------------------
+    def _save_learners(self, name: str, learners: Mapping[str, LearnerState]) -> str:
+        """Each learner's state under ``checkpoints/<name>/<key>/``: ``weights.npz``, its
+        trainer's files in ``trainer/`` and ``learner.json`` naming them; return ``name``."""
+        root = self.checkpoints / name
+        shutil.rmtree(root, ignore_errors=True)  # what an interrupted commit left
+        for key, learner in learners.items():
+            if not _FILE_NAME.fullmatch(key):
+                raise ValueError(f"learner key {key!r}: may use only letters, digits, _ . - (it names a directory)")
+            where = root / key
+            (where / "trainer").mkdir(parents=True)
+            write_npz(where / "weights.npz", learner.weights)
+            for file, data in learner.trainer.items():
+                if not _FILE_NAME.fullmatch(file):
+                    raise ValueError(f"learner {key}: trainer state file name {file!r} may use only letters, "
+                                     "digits, _ . -")
+                write_bytes(where / "trainer" / file, data)
+            write_json(where / "learner.json", {"key": key, "population": learner.population, "seed": learner.seed,
+                                                "trainer": sorted(learner.trainer)})
+        return name
+
+    def load_learners(self, state: Mapping[str, Any]) -> dict[str, LearnerState]:
+        """The learner states a checkpoint (``state``, from :meth:`load_state`) holds, by key."""
+        name = state.get("learners")
+        if name is None:
+            return {}
+        root = self.checkpoints / str(name)
+        learners = {}
+        try:
+            for meta_file in sorted(root.glob("*/learner.json")):
+                meta = json.loads(meta_file.read_text(encoding="utf-8"))
+                where = meta_file.parent
+                trainer = {file: (where / "trainer" / file).read_bytes() for file in meta["trainer"]}
+                learners[meta["key"]] = LearnerState(key=meta["key"], population=meta["population"],
+                                                     seed=int(meta["seed"]), trainer=trainer,
+                                                     weights=self.read_weights(where / "weights.npz"))
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise CheckpointError(f"{root}: corrupt learner checkpoint ({exc.__class__.__name__}: {exc})") from None
+        if not learners:
+            raise CheckpointError(f"{root}: missing learner checkpoint")
+        return learners
 
     def load_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         """The last committed state and its arrays."""

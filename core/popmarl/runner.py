@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from popmarl.algorithm import Algorithm, PolicySpace
 from popmarl.backend import Backend, Components, RunSetup
-from popmarl.config import RunConfig, dump, to_dict
+from popmarl.agent import AgentInterface
+from popmarl.config import ComponentConfig, RunConfig, dump, population_algorithms, to_dict
 from popmarl.env import Env
 from popmarl.errors import ConfigError
 from popmarl.plugins import Hooks, make_plugin_manager
@@ -57,6 +59,21 @@ def policy_spaces(env: Env, mapping: AgentMapping) -> dict[str, PolicySpace]:
     return spaces
 
 
+def build_algorithms(specs: Mapping[str, ComponentConfig], found: Registries | None = None) -> dict[str, Algorithm]:
+    """Each population's algorithm (one instance per distinct component: populations
+    given the same one share it); a bad value is a ConfigError at its path."""
+    built: dict[tuple[str, str], Algorithm] = {}
+    algorithms = {}
+    shared = len({(s.name, repr(s.params)) for s in specs.values()}) == 1
+    for population, spec in specs.items():
+        key = (spec.name, repr(spec.params))
+        if key not in built:
+            path = "algorithm.params" if shared else f"algorithm.{population}.params"
+            built[key] = build("algorithms", spec, path, found)
+        algorithms[population] = built[key]
+    return algorithms
+
+
 def default_out(config: RunConfig) -> Path:
     stamp = time.strftime("%Y%m%d-%H%M%S")
     return Path("runs") / f"{config.scenario.name}-{config.env.name}-{stamp}"
@@ -81,25 +98,27 @@ def run(config: RunConfig, out: str | None = None, *, resume: str | None = None,
     else:
         run_dir = RunDirectory.check_new(out if out is not None else default_out(config))
     env: Env = build("envs", config.env, "env.params", found)
-    algorithm: Algorithm = build("algorithms", config.algorithm, "algorithm.params", found)
     solver: MetaSolver = build("solvers", config.solver, "solver.params", found)
     backend: Backend = build("backends", config.backend, "backend.params", found)
     scenario: Scenario = build("scenarios", config.scenario, "scenario.params", found)
     trackers = [build("trackers", t, f"trackers[{i}].params", found) for i, t in enumerate(config.trackers)]
     mapping = AgentMapping.resolve(config.agents.mapping, env.agents)
     spaces = policy_spaces(env, mapping)
+    specs = population_algorithms(config, mapping.populations)
+    algorithms = build_algorithms(specs, found)
     scenario.check(config=config, mapping=mapping)
     if config.training.self_play > 0 and len({(s.observation_space, s.action_space) for s in spaces.values()}) > 1:
         raise ConfigError("training.self_play: copies of a learner can play the other seats only when all populations share "
                           "observation and action spaces; set it to 0 for this env")
     hooks = Hooks(make_plugin_manager(trackers))  # a broken hook plugin stops the run here
+    local = found.in_process({"envs": config.env.name})
+    for spec in specs.values():
+        local.update(found.in_process({"algorithms": spec.name}))
     setup = RunSetup(env_name=config.env.name, env_params=dict(config.env.params),
-                     algorithm_name=config.algorithm.name, algorithm_params=dict(config.algorithm.params),
+                     algorithms={p: (spec.name, dict(spec.params)) for p, spec in specs.items()},
                      mapping=mapping, spaces=spaces, seed=config.seed,
                      num_envs=config.evaluation.num_envs, train_num_envs=config.training.num_envs,
-                     exact_evaluation=config.evaluation.exact,
-                     local_components=found.in_process({"envs": config.env.name,
-                                                         "algorithms": config.algorithm.name}))
+                     exact_evaluation=config.evaluation.exact, local_components=local)
     # A run killed before its first checkpoint restarts from the beginning, in place.
     resuming = resume is not None and run_dir.state_file.is_file()
     # A corrupt checkpoint is reported before anything starts or changes.
@@ -109,7 +128,7 @@ def run(config: RunConfig, out: str | None = None, *, resume: str | None = None,
     try:
         # The backend starts before the directory is written: a backend that cannot
         # start (e.g. no Ray cluster at the address) leaves nothing behind.
-        backend.start(setup, Components(env=env, algorithm=algorithm))
+        backend.start(setup, Components(env=env, algorithms=algorithms))
         if resuming:
             run_dir.update_config(dump(config))
         else:
@@ -117,9 +136,10 @@ def run(config: RunConfig, out: str | None = None, *, resume: str | None = None,
         info = RunInfo(run_dir=str(run_dir.path), scenario=config.scenario.name, seed=config.seed,
                        config=resolved, populations=mapping.populations, resumed=resuming,
                        start_iteration=start_iteration)
-        context = RunContext(config=config, info=info, run_dir=run_dir, hooks=hooks, env=env,
-                             algorithm=algorithm, solver=solver, backend=backend, mapping=mapping,
-                             spaces=spaces, resume=resuming)
+        agents = {p: AgentInterface(space=spaces[p], algorithm=algorithms[p], env=env, algorithm_name=specs[p].name)
+                  for p in mapping.populations}
+        context = RunContext(config=config, info=info, run_dir=run_dir, hooks=hooks, env=env, agents=agents,
+                             solver=solver, backend=backend, mapping=mapping, spaces=spaces, resume=resuming)
         return scenario.run(context)
     finally:
         backend.close()

@@ -10,14 +10,15 @@ from typing import Any
 
 import attrs
 
-from popmarl.algorithm import Algorithm, PolicySpace
+from popmarl.agent import AgentInterface
+from popmarl.algorithm import PolicySpace
 from popmarl.backend import Backend
 from popmarl.component import Component
 from popmarl.config import RunConfig
 from popmarl.env import Env
 from popmarl.plugins import Hooks
 from popmarl.population import AgentMapping
-from popmarl.records import RunInfo
+from popmarl.records import LearnerState, RunInfo
 from popmarl.rundir import RunDirectory
 from popmarl.solver import MetaSolver
 
@@ -26,14 +27,16 @@ log = logging.getLogger("popmarl")
 
 @attrs.frozen(kw_only=True)
 class RunContext:
-    """What a scenario works with: the built components, the run directory, the hooks."""
+    """What a scenario works with: the built components (``agents``: each population's
+    :class:`~popmarl.agent.AgentInterface`, i.e. its algorithm and spaces), the run
+    directory, the hooks."""
 
     config: RunConfig
     info: RunInfo
     run_dir: RunDirectory
     hooks: Hooks
     env: Env
-    algorithm: Algorithm
+    agents: Mapping[str, AgentInterface]
     solver: MetaSolver
     backend: Backend
     mapping: AgentMapping
@@ -89,11 +92,12 @@ class IterativeScenario(Scenario):
         }
 
     def commit(self, saved: Mapping[str, Any], arrays: Mapping[str, Any], history: list[dict[str, Any]],
-               after: Callable[[], None] | None = None) -> None:
+               after: Callable[[], None] | None = None, learners: Mapping[str, LearnerState] | None = None) -> None:
         """Checkpoint (``saved["iteration"]`` decides whether the last history line is
-        new), then run ``after`` (derived files) and fire the checkpoint hook."""
+        new), with the ``learners``' states if given, then run ``after`` (derived files)
+        and fire the checkpoint hook."""
         new_lines = history[-1:] if saved["iteration"] else []
-        path = self.ctx.run_dir.commit(saved, arrays, new_lines)
+        path = self.ctx.run_dir.commit(saved, arrays, new_lines, learners=learners)
         if after is not None:
             after()
         self.ctx.hooks.checkpoint(self.ctx.info, str(path))

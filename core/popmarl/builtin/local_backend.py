@@ -1,4 +1,8 @@
-"""Backend ``local``: every task in this process, deterministic for a given seed."""
+"""Backend ``local``: every task in this process, deterministic for a given seed.
+
+A train task's learners act and update right here: :func:`popmarl.training.run_task`
+through the :class:`~popmarl.executor.Executor`, which holds the learners between tasks.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,7 @@ from collections.abc import Sequence
 
 from popmarl.backend import Backend, Components, RunSetup
 from popmarl.executor import Executor
-from popmarl.records import EvalResult, EvalTask, LearnResult, LearnTask, TrainResult, TrainTask, Weights
+from popmarl.records import EvalResult, EvalTask, TrainResult, TrainTask, Weights
 
 
 class LocalBackend(Backend):
@@ -23,6 +27,3 @@ class LocalBackend(Backend):
 
     def evaluate(self, tasks: Sequence[EvalTask]) -> list[EvalResult]:
         return self._executor.evaluate(tasks)
-
-    def learn(self, task: LearnTask) -> LearnResult:
-        return self._executor.learn(task)

@@ -22,7 +22,17 @@ from popmarl.config import RunConfig, TrainingConfig
 from popmarl.env import ExactEnv
 from popmarl.errors import ConfigError
 from popmarl.population import AgentMapping
-from popmarl.records import EvalTask, LearnTask, TrainBudget
+from popmarl.population import policy_id
+from popmarl.records import (
+    EvalTask,
+    LearnerInit,
+    LearnerSpec,
+    LearnerState,
+    Opponents,
+    PolicySpec,
+    TrainBudget,
+    TrainTask,
+)
 from popmarl.rundir import RunDirectory
 from popmarl.scenario import IterativeScenario, RunContext
 from popmarl.seeding import derive_seed
@@ -37,7 +47,7 @@ class MARLConfig:
 
 
 #: ``training`` keys about one best response against frozen opponents: ``psro`` only.
-PSRO_ONLY_TRAINING = ("window", "target_return", "target_win_rate", "keep", "self_play", "opponent_epsilon")
+PSRO_ONLY_TRAINING = ("window", "target_return", "target_win_rate", "keep", "self_play", "opponent_epsilon", "init")
 
 
 @attrs.define
@@ -48,6 +58,10 @@ class MARLState:
     initial_returns: dict[str, float]
     env_steps: int = 0
     wall_time_s: float = 0.0
+    #: The learners' states after the last iteration (restored on resume).
+    learners: dict[str, LearnerState] = attrs.field(factory=dict)
+    #: Whether the learners are to be rebuilt from ``learners`` (a resumed run's first iteration).
+    restoring: bool = False
 
 
 class MARL(IterativeScenario):
@@ -84,7 +98,7 @@ class MARL(IterativeScenario):
         ctx = self.ctx
         policies: dict[str, list[str]] = {}
         for k, population in enumerate(ctx.mapping.populations):
-            policy = ctx.algorithm.make_policy(space=ctx.spaces[population], seed=derive_seed(ctx.config.seed, 0, k))
+            policy = ctx.agents[population].make_policy(seed=derive_seed(ctx.config.seed, 0, k))
             weights = policy.get_weights()
             source = self.config.frozen.get(population, "initial")
             if source != "initial":
@@ -105,9 +119,10 @@ class MARL(IterativeScenario):
         for ids in policies.values():
             ctx.backend.add_policy(ids[-1], ctx.run_dir.load_policy(ids[-1]))
         self.resume_history(saved)
+        learners = ctx.run_dir.load_learners(saved)
         return MARLState(iteration=int(saved["iteration"]), policies=policies, history=saved["history"],
                          initial_returns=saved["initial_returns"], env_steps=int(saved["env_steps"]),
-                         wall_time_s=float(saved["wall_time_s"]))
+                         wall_time_s=float(saved["wall_time_s"]), learners=learners, restoring=bool(learners))
 
     def _publish(self, pid: str, weights: Any) -> None:
         ctx = self.ctx
@@ -122,7 +137,7 @@ class MARL(IterativeScenario):
                  "wall_time_s": state.wall_time_s}
         last = state.history[-1] if state.history else {}
         returns = np.array([last.get(f"mean_return/{p}", np.nan) for p in ctx.mapping.populations])
-        self.commit(saved, {"mean_returns": returns}, state.history)
+        self.commit(saved, {"mean_returns": returns}, state.history, learners=state.learners)
 
     # -- the loop -------------------------------------------------------------------
     def loop(self, state: MARLState) -> tuple[str, str]:
@@ -141,18 +156,15 @@ class MARL(IterativeScenario):
         budget = TrainBudget(max_env_steps=training.max_env_steps, max_episodes=training.max_episodes,
                              max_wall_time_s=training.max_wall_time_s,
                              episodes_per_update=training.episodes_per_update)
-        learners = self._learners()
-        task = LearnTask(iteration=iteration, seed=derive_seed(ctx.config.seed, iteration, 1),
-                         learners=learners,
-                         fixed={p: ids[-1] for p, ids in state.policies.items() if p not in learners},
-                         initial={p: state.policies[p][-1] for p in learners}, budget=budget)
+        task = TrainTask(learners=self._learner_specs(state, iteration), seed=derive_seed(ctx.config.seed, iteration, 1),
+                         budget=budget, opponents=self._frozen_opponents(state), return_state=True)
         t0 = self.elapsed()
-        result = ctx.backend.learn(task)
+        (result,) = ctx.backend.train([task])
         train_time = self.elapsed() - t0
-        for population, weights in result.weights.items():
-            pid = f"{population}/{iteration}"
-            self._publish(pid, weights)
-            state.policies[population].append(pid)
+        for frozen in result.policies:
+            self._publish(frozen.spec.policy_id, frozen.weights)
+            state.policies[frozen.spec.population].append(frozen.spec.policy_id)
+        state.learners, state.restoring = dict(result.states), False
         t1 = self.elapsed()
         returns = self._evaluate(state.policies, iteration=iteration)
         state.iteration = iteration
@@ -169,11 +181,39 @@ class MARL(IterativeScenario):
                         "train_time_s": train_time, "eval_time_s": self.elapsed() - t1,
                         "iteration_time_s": seconds, "wall_time_s": self.elapsed()})
         metrics.update({f"train/{k}": v for k, v in result.metrics.items()})
+        for key, learned in result.learner_metrics.items():
+            metrics.update({f"train/{key}/{k}": v for k, v in learned.items()})
         state.history.append(metrics)
         state.wall_time_s = self.elapsed()
         self._commit(state)
         ctx.run_dir.append_metrics(metrics)
         ctx.hooks.iteration_end(ctx.info, iteration, metrics)
+
+    def _learner_specs(self, state: MARLState, iteration: int) -> tuple[LearnerSpec, ...]:
+        """Each learning population's learner, playing all its seats: started from its
+        initial policy, then carried on (rebuilt from the checkpoint after a resume)."""
+        ctx = self.ctx
+        specs = []
+        for k, population in enumerate(ctx.mapping.populations):
+            if population in self.config.frozen:
+                continue
+            if state.restoring:
+                init = LearnerInit.restore(state.learners[population])
+            elif population in state.learners:
+                init = LearnerInit(kind="continue")
+            else:
+                init = LearnerInit.start_from(state.policies[population][0])
+            snapshot = PolicySpec(policy_id=policy_id(population, iteration), population=population,
+                                  algorithm=ctx.agents[population].algorithm_name, iteration=iteration)
+            specs.append(LearnerSpec(key=population, population=population, seats=ctx.mapping.agents_of(population),
+                                     seed=derive_seed(ctx.config.seed, 0, 1_000 + k), init=init, snapshot=snapshot))
+        return tuple(specs)
+
+    def _frozen_opponents(self, state: MARLState) -> tuple[Opponents, ...]:
+        """The seats of frozen populations: their one policy each."""
+        ctx = self.ctx
+        return tuple(Opponents(agent=a, population=p, policy_ids=(state.policies[p][-1],), mixture=np.ones(1))
+                     for a, p in ctx.mapping.population_of.items() if p in self.config.frozen)
 
     def _profile_ids(self, policies: dict[str, list[str]]) -> dict[str, str]:
         return {a: policies[p][-1] for a, p in self.ctx.mapping.population_of.items()}
@@ -197,8 +237,7 @@ class MARL(IterativeScenario):
             return None
         profile = {}
         for agent, pid in self._profile_ids(state.policies).items():
-            policy = ctx.algorithm.make_policy(space=ctx.spaces[ctx.mapping.population_of[agent]], seed=0)
-            policy.set_weights(ctx.run_dir.load_policy(pid))
+            policy = ctx.agents[ctx.mapping.population_of[agent]].frozen(ctx.run_dir.load_policy(pid))
             profile[agent] = [(policy, 1.0)]
         return float(env.nash_conv(profile))
 

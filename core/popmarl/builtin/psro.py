@@ -25,7 +25,18 @@ from popmarl.metagame import entropy, expected_payoffs
 from popmarl.payoffs import PayoffTable
 from popmarl.policy import Policy
 from popmarl.population import AgentMapping, policy_id
-from popmarl.records import EvalTask, Opponents, PolicySpec, TrainBudget, TrainResult, TrainTask, Weights
+from popmarl.records import (
+    EvalTask,
+    LearnerInit,
+    LearnerSpec,
+    LearnerState,
+    Opponents,
+    PolicySpec,
+    TrainBudget,
+    TrainResult,
+    TrainTask,
+    Weights,
+)
 from popmarl.scenario import IterativeScenario, RunContext
 from popmarl.seeding import derive_seed
 
@@ -42,6 +53,8 @@ class PSROState:
     history: list[dict[str, Any]]
     env_steps: int = 0
     wall_time_s: float = 0.0
+    #: The learners' states after the last iteration (``training.init: previous``).
+    learners: dict[str, LearnerState] = attrs.field(factory=dict)
 
 
 class PSRO(IterativeScenario):
@@ -52,6 +65,7 @@ class PSRO(IterativeScenario):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.policies: dict[str, Policy] = {}
+        self._restoring: set[str] = set()
 
     def check(self, *, config: RunConfig, mapping: AgentMapping) -> None:
         training = config.training
@@ -67,8 +81,7 @@ class PSRO(IterativeScenario):
         ctx = self.ctx
         policies: dict[str, list[str]] = {}
         for k, population in enumerate(ctx.mapping.populations):
-            space = ctx.spaces[population]
-            policy = ctx.algorithm.initial_policy(space=space, seed=derive_seed(ctx.config.seed, 0, k))
+            policy = ctx.agents[population].initial_policy(seed=derive_seed(ctx.config.seed, 0, k))
             pid = policy_id(population, 0)
             self._add(pid, policy.get_weights())
             policies[population] = [pid]
@@ -91,16 +104,16 @@ class PSRO(IterativeScenario):
         meta = tuple(arrays[f"meta_{k}"] for k in range(len(ctx.env.agents)))
         self.resume_history(saved)
         table.save(ctx.run_dir.payoffs_file, self._axis_ids(policies))  # a kill may have left it behind
-        return PSROState(iteration=int(saved["iteration"]), policies=policies, table=table, meta=meta,
-                         solver_metrics=saved["solver_metrics"], history=saved["history"],
-                         env_steps=int(saved["env_steps"]), wall_time_s=float(saved["wall_time_s"]))
+        state = PSROState(iteration=int(saved["iteration"]), policies=policies, table=table, meta=meta,
+                          solver_metrics=saved["solver_metrics"], history=saved["history"],
+                          env_steps=int(saved["env_steps"]), wall_time_s=float(saved["wall_time_s"]),
+                          learners=ctx.run_dir.load_learners(saved))
+        self._restoring = set(state.learners)
+        return state
 
     def _add(self, pid: str, weights: Weights, *, announce: bool = True) -> None:
         ctx = self.ctx
-        space = ctx.spaces[population_of(pid)]
-        policy = ctx.algorithm.make_policy(space=space, seed=0)
-        policy.set_weights(weights)
-        self.policies[pid] = policy
+        self.policies[pid] = ctx.agents[population_of(pid)].frozen(weights)
         ctx.backend.add_policy(pid, weights)
         if announce:
             ctx.run_dir.save_policy(pid, weights)
@@ -113,7 +126,7 @@ class PSRO(IterativeScenario):
         saved = {"iteration": state.iteration, "policies": state.policies, "history_length": len(state.history),
                  "solver_metrics": state.solver_metrics, "env_steps": state.env_steps,
                  "wall_time_s": state.wall_time_s}
-        self.commit(saved, arrays, state.history, after=lambda: state.table.save(
+        self.commit(saved, arrays, state.history, learners=state.learners, after=lambda: state.table.save(
             ctx.run_dir.payoffs_file, self._axis_ids(state.policies)))
 
     # -- the loop -------------------------------------------------------------------
@@ -136,8 +149,11 @@ class PSRO(IterativeScenario):
         results = ctx.backend.train(self._train_tasks(state, iteration))
         train_time = time.monotonic() - t0
         for result in results:
-            self._add(result.spec.policy_id, result.weights)
-            state.policies[result.spec.population].append(result.spec.policy_id)
+            for frozen in result.policies:
+                self._add(frozen.spec.policy_id, frozen.weights)
+                state.policies[frozen.spec.population].append(frozen.spec.policy_id)
+            state.learners.update(result.states)
+        self._restoring = set()
         t1 = time.monotonic()
         table, eval_steps = self._expand(state.table, state.policies, iteration=iteration)
         eval_time = time.monotonic() - t1
@@ -158,6 +174,9 @@ class PSRO(IterativeScenario):
         ctx.hooks.iteration_end(ctx.info, iteration, metrics)
 
     def _train_tasks(self, state: PSROState, iteration: int) -> list[TrainTask]:
+        """One task per population: its learner best-responds, in its seats, to the
+        meta-strategy of every seat; it starts fresh, or (``training.init: previous``)
+        carries on from the population's newest policy with its trainer's state."""
         ctx = self.ctx
         training = ctx.config.training
         budget = TrainBudget(max_env_steps=training.max_env_steps, max_episodes=training.max_episodes,
@@ -171,13 +190,27 @@ class PSRO(IterativeScenario):
                       policy_ids=tuple(state.policies[ctx.mapping.population_of[agent]]), mixture=state.meta[k])
             for k, agent in enumerate(ctx.env.agents)
         )
+        warm = training.init == "previous"
         tasks = []
         for k, population in enumerate(ctx.mapping.populations):
             spec = PolicySpec(policy_id=policy_id(population, len(state.policies[population])),
-                              population=population, algorithm=ctx.config.algorithm.name, iteration=iteration)
-            tasks.append(TrainTask(spec=spec, seed=derive_seed(ctx.config.seed, iteration, k),
-                                   opponents=opponents, budget=budget))
+                              population=population, algorithm=ctx.agents[population].algorithm_name, iteration=iteration)
+            learner = LearnerSpec(key=population, population=population, seats=ctx.mapping.agents_of(population),
+                                  one_seat=True, seed=derive_seed(ctx.config.seed, iteration, k),
+                                  init=self._init(state, population, warm), snapshot=spec)
+            tasks.append(TrainTask(learners=(learner,), seed=derive_seed(ctx.config.seed, iteration, k),
+                                   opponents=opponents, budget=budget, return_state=warm))
         return tasks
+
+    def _init(self, state: PSROState, population: str, warm: bool) -> LearnerInit:
+        """A fresh learner; or, warm, the population's learner carrying on from its newest
+        policy (restored from the checkpoint after a resume; fresh at iteration 1)."""
+        if not warm or population not in state.learners:
+            return LearnerInit()
+        newest = state.policies[population][-1]
+        if population in self._restoring:
+            return LearnerInit.restore(state.learners[population], policy_id=newest)
+        return LearnerInit(kind="continue", policy_id=newest)
 
     def _axis_ids(self, policies: Mapping[str, Sequence[str]]) -> list[list[str]]:
         return [list(policies[self.ctx.mapping.population_of[a]]) for a in self.ctx.env.agents]
@@ -237,7 +270,8 @@ class PSRO(IterativeScenario):
                         "wall_time_s": self.elapsed()})
         metrics.update({f"solver/{k}": v for k, v in state.solver_metrics.items()})
         for result in results:
-            metrics.update({f"train/{result.spec.population}/{k}": v for k, v in result.metrics.items()})
+            for key, learned in result.learner_metrics.items():
+                metrics.update({f"train/{key}/{k}": v for k, v in {**result.metrics, **learned}.items()})
         return metrics
 
     def _exploitability(self, nash: float | None) -> float | None:

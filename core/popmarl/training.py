@@ -1,0 +1,160 @@
+"""Where a train task runs in-process: its learners act, record and update here.
+
+:func:`run_task` starts the task's learners (:class:`~popmarl.learner.Learners`), then
+repeats: play ``episodes_per_update`` games with the learners' current policies against
+opponents drawn per episode (:meth:`~popmarl.rollout.RolloutWorker.explore`), and update
+each learner on the episodes it played; until the budget is spent. An exact algorithm
+answers instead (its learner is the best response, no games are played). The local
+backend calls it directly; the ray backend calls it in a learner actor for co-learning
+tasks and runs single learners asynchronously on its workers.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
+
+import numpy as np
+
+from popmarl.algorithm import Algorithm
+from popmarl.env import MixedProfile
+from popmarl.keep import KeptWeights
+from popmarl.learner import Learner, LearnerError, Learners
+from popmarl.policy import Policy
+from popmarl.records import FrozenPolicy, TrainBudget, TrainResult, TrainTask, Weights
+from popmarl.rollout import OpponentDraw, RolloutWorker, Seating
+
+PolicyOf = Callable[[str], Policy]
+
+
+def run_task(task: TrainTask, *, learners: Learners, rollout: RolloutWorker, policy_of: PolicyOf) -> TrainResult:
+    """Run ``task``: train its learners for its budget; return what it asks for."""
+    prepared = [learners.prepare(spec, policy_of) for spec in task.learners]
+    start = time.monotonic()
+    answered = _exact_answers(task, prepared, policy_of)
+    training = [(spec, learner) for spec, learner in zip(task.learners, prepared)
+                if learner.trainer is not None and spec.key not in answered]
+    kept = {spec.key: KeptWeights(task.budget) for spec, _ in training}
+    windows = {spec.key: deque[float](maxlen=task.budget.window) for spec, _ in training}
+    learner_metrics: dict[str, dict[str, float]] = {spec.key: {} for spec in task.learners}
+    env_steps = episodes = updates = 0
+    team_returns: list[float] = []
+    if training:
+        draw = opponent_draw(task, policy_of)
+        budget = task.budget
+        version = 1
+        for spec, learner in training:
+            kept[spec.key].published(version, learner.policy.get_weights())
+        while True:
+            chunk = budget.episodes_per_update
+            if budget.max_episodes is not None:
+                chunk = min(chunk, budget.max_episodes - episodes)
+            played = rollout.explore(
+                learners=[Seating(policy=learner.policy, seats=spec.seats, one_seat=spec.one_seat)
+                          for spec, learner in training],
+                opponents=draw, max_episodes=chunk,
+                max_steps=None if budget.max_env_steps is None else budget.max_env_steps - env_steps,
+                seed=task.seed + 7919 * (updates + 1), self_play=budget.self_play,
+                opponent_epsilon=budget.opponent_epsilon)
+            env_steps += played.env_steps
+            episodes += len(played.tags)
+            team_returns.extend(played.returns.sum(axis=1).tolist())
+            for (spec, learner), trajectories in zip(training, played.episodes):
+                returns = [e.episode_return for e in trajectories]
+                windows[spec.key].extend(returns)
+                kept[spec.key].played(version, returns)
+                if trajectories:
+                    assert learner.trainer is not None
+                    update = learner.trainer.update(trajectories)
+                    learner_metrics[spec.key].update({k: float(v) for k, v in update.items()})
+            updates += 1
+            version += 1
+            for spec, learner in training:
+                kept[spec.key].published(version, learner.policy.get_weights())
+            elapsed = time.monotonic() - start
+            if not played.tags or budget_spent(budget, env_steps, episodes, elapsed, windows.values()):
+                break
+    for spec, _ in training:
+        window = windows[spec.key]
+        learner_metrics[spec.key].update({
+            "updates": float(updates),
+            "window_return": float(np.mean(window)) if window else 0.0,
+            "window_win_rate": float(np.mean(np.asarray(window) > 0)) if window else 0.0,
+            **kept[spec.key].metrics()})
+    policies = []
+    for spec, learner in zip(task.learners, prepared):
+        if spec.snapshot is None:
+            continue
+        weights: Weights = answered.get(spec.key) or learner.policy.get_weights()
+        if spec.key in kept:
+            weights = kept[spec.key].final(weights)
+        policies.append(FrozenPolicy(spec=spec.snapshot, weights=weights))
+    metrics = {"train_time_s": time.monotonic() - start}
+    if team_returns:
+        metrics["train_mean_team_return"] = float(np.mean(team_returns))
+    states = {learner.key: learner.state() for learner in prepared} if task.return_state else {}
+    return TrainResult(policies=tuple(policies), states=states, learner_metrics=learner_metrics, metrics=metrics,
+                       env_steps=env_steps, episodes=episodes)
+
+
+def _exact_answers(task: TrainTask, prepared: Sequence[Learner], policy_of: PolicyOf) -> dict[str, Weights]:
+    """The weights of each learner whose algorithm answers exactly, by key (its policy
+    becomes that answer; an algorithm may decline, returning None, and train instead)."""
+    answers: dict[str, Weights] = {}
+    for spec, learner in zip(task.learners, prepared):
+        algorithm = type(learner.agent.algorithm)
+        if algorithm.best_response is Algorithm.best_response:
+            continue
+        if len(task.learners) > 1:
+            raise LearnerError(f"learner {spec.key}: algorithm {algorithm.__name__} answers exactly and cannot "
+                               "co-learn; give it a train task of its own")
+        if task.joint is not None:
+            raise LearnerError(f"learner {spec.key}: an exact best response takes a mixture per seat, "
+                               "not a joint distribution")
+        answer = learner.agent.best_response(mixed_profile(task, policy_of), seed=spec.seed)
+        if answer is not None:
+            answers[spec.key] = answer.get_weights()
+            learner.policy.set_weights(answers[spec.key])
+    return answers
+
+
+def mixed_profile(task: TrainTask, policy_of: PolicyOf) -> MixedProfile:
+    """Each seat's opponents as (policy, probability) pairs (an exact oracle's view)."""
+    return {o.agent: [(policy_of(pid), p) for pid, p in o.support()] for o in task.opponents}
+
+
+def opponent_draw(task: TrainTask, policy_of: PolicyOf) -> OpponentDraw:
+    """The task's opponents as live policies, ready to draw per episode."""
+    seats = {}
+    for seat in task.opponents:
+        support = seat.support()
+        probs = np.asarray([p for _, p in support], dtype=float)
+        seats[seat.agent] = ([policy_of(pid) for pid, _ in support], probs / probs.sum())
+    joint = None
+    if task.joint is not None:
+        profiles = task.joint.support()
+        probs = np.asarray([p for _, p in profiles], dtype=float)
+        joint = (task.joint.agents, [[policy_of(pid) for pid in prof] for prof, _ in profiles], probs / probs.sum())
+    return OpponentDraw(seats, joint)
+
+
+def budget_spent(budget: TrainBudget, env_steps: int, episodes: int, elapsed: float,
+                 windows: Iterable[deque[float]]) -> bool:
+    """Whether any stopping condition of ``budget`` holds (a windowed target: once every
+    learner's full window reaches it)."""
+    if budget.max_env_steps is not None and env_steps >= budget.max_env_steps:
+        return True
+    if budget.max_episodes is not None and episodes >= budget.max_episodes:
+        return True
+    if budget.max_wall_time_s is not None and elapsed >= budget.max_wall_time_s:
+        return True
+    windows = list(windows)
+    if not windows or any(len(w) < (w.maxlen or 0) for w in windows):
+        return False
+    if budget.target_return is not None and all(np.mean(w) >= budget.target_return for w in windows):
+        return True
+    if budget.target_win_rate is not None and all(np.mean(np.asarray(w) > 0) >= budget.target_win_rate
+                                                  for w in windows):
+        return True
+    return False
