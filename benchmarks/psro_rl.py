@@ -23,6 +23,7 @@ from pathlib import Path
 import torch
 
 import popmarl
+import popmarl.config
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 RUNS = {
@@ -40,12 +41,17 @@ def run(name: str, seed: int, overrides: list[str], out: Path) -> dict[str, obje
     rows = [json.loads(line) for line in (out / f"{name}-{seed}" / "metrics.jsonl").read_text().splitlines()]
     reached = next((r for r in rows if r["nash_conv"] is not None and r["nash_conv"] <= target), None)
     return {
-        "run": name, "seed": seed, "algorithm": config.algorithm.name, "target": target,
+        "run": name, "seed": seed, "algorithm": _algorithm_name(config), "target": target,
         "curve": [r["nash_conv"] for r in rows], "final": summary["nash_conv"],
         "reached_at": None if reached is None else reached["iteration"],
         "reached_s": None if reached is None else reached["wall_time_s"],
         "iterations": summary["iterations"], "env_steps": summary["env_steps"], "wall_s": wall, "cpu_s": cpu,
     }
+
+
+def _algorithm_name(config: popmarl.config.RunConfig) -> str:
+    spec = config.algorithm
+    return spec.name if isinstance(spec, popmarl.config.ComponentConfig) else "/".join(c.name for c in spec.values())
 
 
 def table(results: list[dict[str, object]]) -> str:
