@@ -18,7 +18,6 @@ import attrs
 import numpy as np
 
 import popmarl
-from popmarl.policy import sample_rows
 
 
 @attrs.frozen(kw_only=True)
@@ -32,7 +31,8 @@ class SoftmaxPGConfig:
 
 
 class LinearSoftmaxPolicy(popmarl.ExplicitPolicy):
-    """Action probabilities ``softmax(obs @ w + b)`` over the legal actions."""
+    """Action probabilities ``softmax(obs @ w + b)`` over the legal actions, sampled in
+    training and evaluation alike (a mixed strategy is often the point)."""
 
     def __init__(self, w: np.ndarray, b: np.ndarray) -> None:
         self.w, self.b = w, b
@@ -43,10 +43,6 @@ class LinearSoftmaxPolicy(popmarl.ExplicitPolicy):
             logits = np.where(np.asarray(batch.mask, dtype=bool), logits, -np.inf)
         weights = np.exp(logits - logits.max(axis=1, keepdims=True))
         return weights / weights.sum(axis=1, keepdims=True)
-
-    def act(self, batch: popmarl.Observations, *, explore: bool, rng: np.random.Generator) -> np.ndarray:
-        probs = self.probabilities(batch)
-        return sample_rows(probs, rng) if explore else probs.argmax(axis=1)
 
     def get_weights(self) -> Mapping[str, np.ndarray]:
         return {"w": self.w.copy(), "b": self.b.copy()}
@@ -88,7 +84,7 @@ class Reinforce(popmarl.Trainer):
 
     def state(self) -> popmarl.TrainerState:
         buffer = io.BytesIO()
-        np.savez(buffer, **self.velocity)
+        np.savez(buffer, w=self.velocity["w"], b=self.velocity["b"])
         counters = {"baseline": self.baseline, "updates": self.updates}
         return {"trainer.json": json.dumps(counters).encode(), "velocity.npz": buffer.getvalue()}
 
