@@ -18,7 +18,7 @@ import attrs
 import numpy as np
 
 from popmarl import (ConfigError, EvalTask, IterativeScenario, LearnerInit, LearnerSpec, Opponents, PolicySpec,
-                     RunContext, TrainBudget, TrainTask)
+                     TrainBudget, TrainTask)
 
 
 @attrs.frozen(kw_only=True)
@@ -30,9 +30,9 @@ class ReservoirConfig:
 
 
 class ReservoirSelfPlay(IterativeScenario):
+    """Self-play of one population against a reservoir of its own past snapshots."""
+
     Config = ReservoirConfig
-    config: ReservoirConfig
-    ctx: RunContext
 
     def check(self, *, config: Any, mapping: Any) -> None:
         if len(mapping.populations) != 1:
@@ -40,63 +40,58 @@ class ReservoirSelfPlay(IterativeScenario):
                               f"seat (set it to shared); got {', '.join(mapping.populations)}")
 
     def initialise(self) -> dict[str, Any]:
-        pop = self.ctx.mapping.populations[0]
-        self._publish(f"{pop}/0", self.ctx.agents[pop].initial_policy(seed=self.ctx.config.seed).get_weights())
-        state = {"iteration": 0, "policies": [f"{pop}/0"], "reservoir": [f"{pop}/0"], "env_steps": 0,
-                 "history": [], "learner": None, "init": LearnerInit.start_from(f"{pop}/0")}
+        first = f"{self.ctx.mapping.populations[0]}/0"
+        self._publish(first, self.ctx.agents[first[:-2]].initial_policy(seed=self.ctx.config.seed).get_weights())
+        state = {"iteration": 0, "policies": [first], "reservoir": [first], "env_steps": 0, "history": [],
+                 "learner": None, "init": LearnerInit.start_from(first)}
         self._commit(state)
         return state
 
     def restore(self) -> dict[str, Any]:
-        run_dir = self.ctx.run_dir
-        saved, _ = run_dir.load_state()
+        saved, _ = self.ctx.run_dir.load_state()
         for pid in saved["reservoir"]:
-            self.ctx.backend.add_policy(pid, run_dir.load_policy(pid))
+            self.ctx.backend.add_policy(pid, self.ctx.run_dir.load_policy(pid))
         self.resume_history(saved)
-        learner = run_dir.load_learners(saved)[self.ctx.mapping.populations[0]] if saved["iteration"] else None
-        init = LearnerInit.restore(learner) if learner else LearnerInit.start_from(saved["reservoir"][0])
-        return {**{k: saved[k] for k in ("iteration", "policies", "reservoir", "env_steps", "history")},
-                "learner": learner, "init": init}
+        learner = self.ctx.run_dir.load_learners(saved)[self.ctx.mapping.populations[0]] if saved["iteration"] else None
+        return {**{k: saved[k] for k in ("iteration", "policies", "reservoir", "env_steps", "history")}, "learner": learner,
+                "init": LearnerInit.restore(learner) if learner else LearnerInit.start_from(saved["policies"][0])}
 
     def loop(self, state: dict[str, Any]) -> tuple[str, str]:
         stopping = self.ctx.config.stopping
         while state["iteration"] < stopping.max_iterations:
-            if stopping.max_wall_time_s is not None and self.elapsed() >= stopping.max_wall_time_s:
+            if self.elapsed() >= (stopping.max_wall_time_s or np.inf):
                 return "stopped", "max_wall_time_s"
             self._iterate(state)
         return "completed", "max_iterations"
 
     def _iterate(self, state: dict[str, Any]) -> None:
-        ctx, pop, reservoir = self.ctx, self.ctx.mapping.populations[0], state["reservoir"]
-        iteration, agents, training = state["iteration"] + 1, ctx.env.agents, ctx.config.training
+        ctx, pop, reservoir, t = self.ctx, self.ctx.mapping.populations[0], state["reservoir"], self.ctx.config.training
+        iteration, agents = state["iteration"] + 1, ctx.env.agents
         seeds = [int(s) for s in np.random.SeedSequence([ctx.config.seed, iteration]).generate_state(4) >> 1]
-        budget = TrainBudget(max_env_steps=training.max_env_steps, max_episodes=training.max_episodes,
-                             max_wall_time_s=training.max_wall_time_s, episodes_per_update=training.episodes_per_update)
-        opponents = tuple(Opponents(agent=a, population=pop, policy_ids=tuple(reservoir),
-                                    mixture=self._mixture(reservoir)) for a in agents)
         snapshot = PolicySpec(policy_id=f"{pop}/{iteration}", population=pop,
                               algorithm=ctx.agents[pop].algorithm_name, iteration=iteration)
-        learner = LearnerSpec(key=pop, population=pop, seats=ctx.mapping.agents_of(pop), one_seat=True,
-                              seed=seeds[0], init=state["init"], snapshot=snapshot)
-        (result,) = ctx.backend.train([TrainTask(learners=(learner,), seed=seeds[1], budget=budget,
-                                                 opponents=opponents, return_state=True)])
-        new = result.policies[0].spec.policy_id
-        self._publish(new, result.policies[0].weights)
-        tasks = [EvalTask(index=(k, j), profile={a: new if a == seat else old for a in agents},
+        task = TrainTask(
+            learners=(LearnerSpec(key=pop, population=pop, seats=agents, one_seat=True, seed=seeds[0],
+                                  init=state["init"], snapshot=snapshot),),
+            opponents=tuple(Opponents(agent=a, population=pop, policy_ids=tuple(reservoir),
+                                      mixture=self._mixture(reservoir)) for a in agents),
+            budget=TrainBudget(**{k: getattr(t, k) for k in ("max_env_steps", "max_episodes", "max_wall_time_s",
+                                                              "episodes_per_update")}),
+            seed=seeds[1], return_state=True)
+        (result,) = ctx.backend.train([task])
+        self._publish(snapshot.policy_id, result.policies[0].weights)
+        tasks = [EvalTask(index=(k, j), profile={a: snapshot.policy_id if a == seat else old for a in agents},
                           episodes=ctx.config.evaluation.episodes_per_entry, seed=seeds[2])
                  for k, seat in enumerate(agents) for j, old in enumerate(reservoir)]
-        returns = [r.returns[r.index[0]] for r in ctx.backend.evaluate(tasks)]
         if len(reservoir) < self.config.capacity:
-            reservoir.append(new)
+            reservoir.append(snapshot.policy_id)
         elif (slot := int(np.random.default_rng(seeds[3]).integers(iteration + 1))) < self.config.capacity:
-            reservoir[slot] = new  # Algorithm R: each of the iteration + 1 snapshots is kept equally likely
-        state.update(iteration=iteration, env_steps=state["env_steps"] + result.env_steps,
-                     learner=result.states[pop], init=LearnerInit(kind="continue"))
-        state["policies"].append(new)
+            reservoir[slot] = snapshot.policy_id  # Algorithm R: each of the iteration + 1 snapshots equally likely
+        state.update(iteration=iteration, env_steps=state["env_steps"] + result.env_steps, learner=result.states[pop],
+                     init=LearnerInit(kind="continue"), policies=[*state["policies"], snapshot.policy_id])
         metrics = {"iteration": iteration, "reservoir_size": len(reservoir), "mean_return_vs_reservoir":
-                   float(np.mean(returns)), "min_return_vs_reservoir": float(np.min(returns)),
-                   "env_steps": state["env_steps"], "episodes": result.episodes, "wall_time_s": self.elapsed(),
-                   **{f"train/{k}": v for k, v in result.learner_metrics.get(pop, {}).items()}}
+                   float(np.mean([r.returns[r.index[0]] for r in ctx.backend.evaluate(tasks)])), "env_steps": state["env_steps"], "wall_time_s": self.elapsed(),
+                   **{f"train/{k}": v for k, v in result.learner_metrics[pop].items()}}
         state["history"].append(metrics)
         self._commit(state)
         ctx.run_dir.append_metrics(metrics)
@@ -113,8 +108,8 @@ class ReservoirSelfPlay(IterativeScenario):
         self.ctx.hooks.policy_added(self.ctx.info, self.ctx.mapping.populations[0], pid)
 
     def _commit(self, state: dict[str, Any]) -> None:
-        saved = {k: state[k] for k in ("iteration", "policies", "reservoir", "env_steps")}
-        saved.update(history_length=len(state["history"]), wall_time_s=self.elapsed())
+        saved = {k: state[k] for k in ("iteration", "policies", "reservoir", "env_steps")} | {
+            "history_length": len(state["history"]), "wall_time_s": self.elapsed()}
         learners = {state["learner"].key: state["learner"]} if state["learner"] else None
         self.commit(saved, {"reservoir_size": np.array(len(state["reservoir"]))}, state["history"], learners=learners)
 
@@ -123,6 +118,6 @@ class ReservoirSelfPlay(IterativeScenario):
         if state is not None:
             drawn = dict(zip(state["reservoir"], self._mixture(state["reservoir"]).tolist()))
             summary.update(iterations=state["iteration"], env_steps=state["env_steps"], reservoir=state["reservoir"],
-                           populations={self.ctx.mapping.populations[0]: {
-                               "policies": state["policies"], "meta_strategy": [drawn.get(p, 0.0) for p in state["policies"]]}})
+                           populations={self.ctx.mapping.populations[0]: {"policies": state["policies"],
+                                                                          "meta_strategy": [drawn.get(p, 0.0) for p in state["policies"]]}})
         return summary
