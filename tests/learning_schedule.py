@@ -8,6 +8,8 @@ episodes say. In rock-paper-scissors against rock, action 1 (paper) wins every e
 
 from __future__ import annotations
 
+import json
+
 from collections.abc import Mapping, Sequence
 
 import attrs
@@ -40,6 +42,12 @@ class ScheduleTrainer(Trainer):
         action = self.schedule[self.updates % len(self.schedule)]
         self.policy.probs = np.eye(self.policy.probs.size)[action]
         return {"episodes": float(len(episodes))}
+
+    def state(self) -> Mapping[str, bytes]:
+        return {"schedule.json": json.dumps({"updates": self.updates}).encode()}
+
+    def load_state(self, state: Mapping[str, bytes]) -> None:
+        self.updates = int(json.loads(state["schedule.json"])["updates"])
 
 
 class ScheduleAlgorithm(Algorithm):

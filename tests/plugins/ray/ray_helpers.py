@@ -97,6 +97,12 @@ class BanditTrainer(Trainer):
             self.policy.q[a] += (episode.episode_return - self.policy.q[a]) / self.policy.n[a]
         return {"episodes": float(len(episodes))}
 
+    def state(self) -> Mapping[str, bytes]:
+        return {}  # the estimates and counts are the policy's weights
+
+    def load_state(self, state: Mapping[str, bytes]) -> None:
+        pass
+
 
 class Bandit(Algorithm):
     """``bandit``: a learning algorithm for one-shot matrix games (test only). Off-policy:
