@@ -195,3 +195,41 @@ def test_killed_servers_are_replaced_and_the_run_goes_on(tmp_path: Path, monkeyp
     evaluations = [s for k, s in zip(backend.call_kinds, backend.seen_streams) if k == "evaluate"]
     assert evaluations and all(s == (0, 0) for s in evaluations)
 
+
+
+def test_marl_learner_rebuilt_from_its_last_state_when_its_actor_dies(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """``marl`` co-trains both learners in player_0's learner actor, carried on between
+    iterations; killing that actor between iterations 1 and 2 replaces it, the learners
+    are rebuilt from the states iteration 1 returned, and the run says so."""
+    with_bandit(monkeypatch)
+    killed: list[int] = []
+
+    def kill_learner_actor(backend: KillingBackend) -> None:
+        assert sorted(backend.held_learners()["player_0"]) == ["player_0", "player_1"]
+        killed.append(backend.learner_pids()["player_0"])
+        kill_pid(killed[0])
+
+    with_killing_backend(monkeypatch, {("train", 2): kill_learner_actor})
+    caplog.set_level(logging.WARNING, logger="popmarl_ray")
+    config = {"scenario": "marl", "env": {"name": "matrix", "params": {"game": "random_zero_sum", "size": 4}},
+              "algorithm": "bandit", "stopping": {"max_iterations": 3}, "training": {"max_env_steps": 400},
+              "trackers": [], "backend": _killing(num_rollout_workers=1)}
+    summary = run_within(config, tmp_path / "run", 120)
+    assert summary["status"] == "completed" and summary["iterations"] == 3
+    backend = KillingBackend.last
+    assert backend is not None and backend.replacements == 1 and not pid_alive(killed[0])
+    for key in ("player_0", "player_1"):
+        assert (f"ray backend: learner actor for player_0 died and was replaced; learner {key} rebuilt from its "
+                "last checkpointed state") in caplog.text
+    assert caplog.text.count("rebuilt from its last checkpointed state") == 2  # once, at the replacement
+    # Rebuilt exactly: the run is the one the local backend makes, uninterrupted.
+    local = run({**config, "backend": "local"}, tmp_path / "local")
+    assert summary["env_steps"] == local["env_steps"]
+    stored = tmp_path / "local" / "checkpoints" / "policies"
+    policies = sorted(p.relative_to(stored) for p in stored.rglob("*.npz"))
+    assert len(policies) == 8  # initial and 3 iterations of each population
+    for name in policies:
+        with np.load(tmp_path / "run" / "checkpoints" / "policies" / name) as got, np.load(stored / name) as want:
+            for k in want.files:
+                np.testing.assert_array_equal(got[k], want[k])

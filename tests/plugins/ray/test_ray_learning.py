@@ -16,13 +16,14 @@ import ray
 
 import learning_schedule
 import popmarl
-from learning_schedule import ScheduleAlgorithm, json_state, read_json_state
+from learning_schedule import ScheduleAlgorithm
+from popmarl.agent import AgentInterface
 from popmarl.algorithm import PolicySpace
+from popmarl.learner import Learners
 from popmarl.payoffs import PayoffTable
-from popmarl.records import Episode, PolicySpec, TrainBudget, TrainTask
-from popmarl.rollout import RolloutWorker
-from popmarl.trainer import Trainer, TrainerState
-from popmarl_ray.learner import AsyncAgentInterface
+from popmarl.records import Episode, LearnerSpec, PolicySpec, TrainBudget, TrainTask
+from popmarl.trainer import Trainer
+from popmarl_ray.learner import AsyncTraining
 from popmarl_ray.servers import EpisodeServerActor, ParameterServerActor
 from ray_helpers import installed, ray_backend, run
 
@@ -83,12 +84,11 @@ class _RecordingTrainer(Trainer):
         ray.get(self.data.put.remote(self.key, version + 1, _episodes(version + 1, 4), 4))
         return {}
 
-    def state(self) -> TrainerState:
-        """What it has seen so far."""
-        return json_state(seen=[[version, sorted(returns)] for version, returns in self.seen])
+    def state(self) -> Mapping[str, bytes]:
+        return {"seen.json": json.dumps([[v, sorted(s)] for v, s in self.seen]).encode()}
 
-    def load_state(self, state: TrainerState) -> None:
-        self.seen = [(int(v), set(r)) for v, r in read_json_state(state, "seen")["seen"]]
+    def load_state(self, state: Mapping[str, bytes]) -> None:
+        self.seen = [(v, set(s)) for v, s in json.loads(state["seen.json"])]
 
 
 class _Recording(ScheduleAlgorithm):
@@ -109,24 +109,26 @@ def test_on_policy_learner_updates_only_on_episodes_of_its_current_version(on_po
     key = f"player_0/1#{on_policy}"
     algorithm = type("Recording", (_Recording,), {"on_policy": on_policy})()
     algorithm.trainer = _RecordingTrainer(params, data, key)
-    agent = AsyncAgentInterface(space=space, algorithm=algorithm, env=env, rollout=RolloutWorker(env=env, num_envs=4),
-                                params=params, data=data, max_staleness=2)
+    learners = Learners({"player_0": AgentInterface(space=space, algorithm=algorithm, env=env)})
+    spec = LearnerSpec(key="player_0", population="player_0", seats=("player_0",), seed=0,
+                       snapshot=PolicySpec(policy_id="player_0/1", population="player_0", algorithm="recording",
+                                           iteration=1))
+    learner = learners.prepare(spec, {}.__getitem__)
     ray.get(data.open.remote(key))  # the workers' first batch, played with version 1
     ray.get(data.put.remote(key, 1, _episodes(1, 4), 4))
-    task = TrainTask(spec=PolicySpec(policy_id="player_0/1", population="player_0", algorithm="recording",
-                                     iteration=1),
-                     seed=0, opponents=(), budget=TrainBudget(max_episodes=4 + 2 * 7, episodes_per_update=4))
-    result = agent.train_attempt(task, key, policy_of={}.__getitem__)
-    assert result.metrics["updates"] == 3 and result.episodes == 18  # the totals at the third take
+    task = TrainTask(learners=(spec,), seed=0, budget=TrainBudget(max_episodes=4 + 2 * 7, episodes_per_update=4),
+                     return_state=True)
+    result = AsyncTraining(params=params, data=data, max_staleness=2).train(task, learner, key)
+    metrics = result.learner_metrics["player_0"]
+    assert metrics["updates"] == 3 and result.episodes == 18  # the totals at the third take
+    assert [p.spec.policy_id for p in result.policies] == ["player_0/1"]
+    assert json.loads(result.states["player_0"].trainer["seen.json"])[0] == [1, [1]]  # the learner's whole state
     if on_policy:  # max_staleness does not apply: the 3 stale episodes of each update are dropped
         assert algorithm.trainer.seen == [(1, {1}), (2, {2}), (3, {3})]
         assert result.metrics["dropped_episodes"] == 6
     else:  # off-policy: episodes up to max_staleness versions old are learned from
         assert algorithm.trainer.seen == [(1, {1}), (2, {1, 2}), (3, {2, 3})]
         assert result.metrics["dropped_episodes"] == 0
-    rebuilt = _RecordingTrainer(params, data, key)  # its state is what it saw
-    rebuilt.load_state(algorithm.trainer.state())
-    assert rebuilt.seen == algorithm.trainer.seen
 
 
 @needs_tianshou

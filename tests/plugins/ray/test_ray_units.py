@@ -4,15 +4,17 @@ one-line errors, the config."""
 from __future__ import annotations
 
 import asyncio
+import logging
 
 import numpy as np
 import pytest
 from ray.exceptions import ActorDiedError, RayTaskError
 
 from popmarl.errors import ConfigError
-from popmarl.records import Episode, EvalTask
+from popmarl.records import Episode, EvalTask, LearnerInit, LearnerSpec, LearnerState, TrainResult, TrainTask
 from popmarl_ray import RayConfig
 from popmarl_ray.faults import RayBackendError, Retries, actor_died, first_line
+from popmarl_ray.placement import Placement
 from popmarl_ray.scheduling import split
 from popmarl_ray.servers import EpisodeServerActor, ParameterServerActor
 
@@ -126,3 +128,36 @@ def test_config_defaults_and_validation() -> None:
     assert config.task_timeout_s == 3600 and RayConfig(task_timeout_s=None).task_timeout_s is None
     with pytest.raises(ValueError, match="must be > 0"):
         RayConfig(task_timeout_s=0)
+
+
+def _learner(key: str, population: str, init: LearnerInit | None = None) -> LearnerSpec:
+    return LearnerSpec(key=key, population=population, seats=(population,), seed=0, init=init or LearnerInit())
+
+
+def test_placement_keeps_each_learner_in_one_actor_and_restores_it_after_a_replacement(
+        caplog: pytest.LogCaptureFixture) -> None:
+    placement = Placement(("player_0", "player_1"))
+    colearn = TrainTask(learners=(_learner("a", "player_1"), _learner("b", "player_0")), seed=0)
+    assert placement.slot(colearn) == 1  # the first learner's population's actor
+    state = LearnerState(key="a", population="player_1", seed=0, weights={"w": np.ones(2)})
+    placement.done(colearn, 1, 0, TrainResult(states={"a": state}))
+    later = TrainTask(learners=(_learner("b", "player_0", LearnerInit(kind="continue")),), seed=1)
+    assert placement.slot(later) == 1  # b stays where it was started, not in player_0's actor
+    assert placement.task_for(later, 1, 0, retry=False).learners[0].init.kind == "continue"
+    again = TrainTask(learners=(_learner("a", "player_1", LearnerInit(kind="continue", policy_id="player_1/3")),),
+                      seed=2)
+    caplog.set_level(logging.WARNING, logger="popmarl_ray")
+    restored = placement.task_for(again, 1, 1, retry=False).learners[0].init  # actor 1 was replaced
+    assert restored.kind == "restore" and restored.state is state and restored.policy_id == "player_1/3"
+    assert ("ray backend: learner actor for player_1 died and was replaced; learner a rebuilt from its last "
+            "checkpointed state") in caplog.text
+    with pytest.raises(RayBackendError, match=r"^ray backend: learner b: its learner actor \(that of player_1\) "
+                                              r"died and was replaced, and no state of it was returned"):
+        placement.task_for(later, 1, 1, retry=False)  # b's state was never returned
+    with pytest.raises(RayBackendError, match=r"^ray backend: learner c: init continue, but no learner actor holds"):
+        placement.task_for(TrainTask(learners=(_learner("c", "player_0", LearnerInit(kind="continue")),), seed=0),
+                           0, 0, retry=False)
+    placement.done(TrainTask(learners=(_learner("d", "player_0"),), seed=0), 0, 0, TrainResult())
+    with pytest.raises(RayBackendError, match=r"co-trains learners held by different learner actors \(a by that of "
+                                              r"player_1, d by that of player_0\)"):
+        placement.slot(TrainTask(learners=(_learner("a", "player_1"), _learner("d", "player_0")), seed=0))

@@ -1,8 +1,9 @@
 """The rollout worker and learner actors.
 
-Each actor rebuilds the run's env and algorithm from the :class:`~popmarl.backend.RunSetup`
-(component names and params) and keeps its own copy of the frozen policies in a core
-:class:`~popmarl.executor.Executor`, which runs the evaluate and train tasks. A failure
+Each actor rebuilds the run's env and each population's algorithm from the
+:class:`~popmarl.backend.RunSetup` (component names and params) and keeps its own copy
+of the frozen policies in a core :class:`~popmarl.executor.Executor`, which runs the
+evaluate tasks and holds the learner actor's learners by key. A failure
 while building is kept and raised by ``ready``, so it reaches the driver as the
 component's own error rather than as a dead actor.
 """
@@ -18,12 +19,15 @@ import attrs
 import numpy as np
 import ray
 
+from popmarl.algorithm import Algorithm
 from popmarl.backend import Components, RunSetup
 from popmarl.executor import Executor
 from popmarl.policy import Policy
-from popmarl.records import EvalResult, EvalTask, LearnResult, LearnTask, TrainResult, TrainTask, Weights
+from popmarl.records import EvalResult, EvalTask, LearnerInit, TrainResult, TrainTask, Weights
 from popmarl.registries import Registries
-from popmarl_ray.learner import AsyncAgentInterface
+from popmarl.rollout import Seating
+from popmarl.training import opponent_draw
+from popmarl_ray.learner import AsyncTraining
 
 #: Components registered in the driver without an entry point (``with_component``),
 #: shipped to the actors by value: ``{(kind, name): class}``.
@@ -44,17 +48,23 @@ class ExploreReport:
 
 
 def build_executor(setup: RunSetup, local: LocalComponents, num_cpus: float) -> Executor:
-    """The env, algorithm and policy store of this process: by registered name, or the
-    classes the driver registered in its process only (``local``)."""
+    """The env, each population's algorithm and the policy store of this process: by
+    registered name, or the classes the driver registered in its process only (``local``)."""
     found = Registries.current()
     for (kind, name), obj in local.items():
         found = found.with_component(kind, name, obj)
     env = found.component("envs", setup.env_name, setup.env_params)
-    algorithm = found.component("algorithms", setup.algorithm_name, setup.algorithm_params)
+    algorithms = {population: found.component("algorithms", name, params)
+                  for population, (name, params) in setup.algorithms.items()}
     torch = sys.modules.get("torch")
     if torch is not None:  # one intra-op thread per reserved CPU, not one per core of the node
         torch.set_num_threads(max(1, int(round(num_cpus))))
-    return Executor(setup, Components(env=env, algorithm=algorithm))  # type: ignore[arg-type]
+    return Executor(setup, Components(env=env, algorithms=algorithms))  # type: ignore[arg-type]
+
+
+def exact(algorithm: Algorithm) -> bool:
+    """Whether ``algorithm`` answers with an exact best response (it may still decline)."""
+    return type(algorithm).best_response is not Algorithm.best_response
 
 
 def writable(weights: Weights) -> dict[str, np.ndarray]:
@@ -106,25 +116,23 @@ class RolloutWorkerActor(_Actor):
         return self.executor.evaluate(tasks)
 
     def explore(self, key: str, task: TrainTask, episodes: int, seed: int) -> ExploreReport:
-        """Play ``episodes`` episodes of the learner of training attempt ``key`` (with the
-        newest weights it has published) against the task's meta-strategy opponents, and
-        queue them for the learner."""
+        """Play ``episodes`` episodes of the one learner of training attempt ``key`` (with
+        the newest weights it has published, in its seats) against the task's opponents,
+        and queue them for the learner."""
         acting = self._acting_policy(key, task)
         if acting is None:
             return ExploreReport(env_steps=0, episodes=0, version=0, accepted=False)
         version, policy = acting
-        space = self.setup.spaces[task.spec.population]
-        pools = {}
-        for seat in task.opponents:
-            support = seat.support()
-            probs = np.asarray([p for _, p in support], dtype=float)
-            pools[seat.agent] = ([self.executor.policy(pid) for pid, _ in support], probs / probs.sum())
-        played, steps = self.executor.train_rollout.explore(
-            learner=policy, learner_agents=space.agents, opponents=pools, max_episodes=episodes, max_steps=None,
-            seed=seed, self_play=task.budget.self_play, opponent_epsilon=task.budget.opponent_epsilon,
+        (spec,) = task.learners
+        played = self.executor.train_rollout.explore(
+            learners=[Seating(policy=policy, seats=spec.seats, one_seat=spec.one_seat)],
+            opponents=opponent_draw(task, self.executor.policy), max_episodes=episodes, max_steps=None, seed=seed,
+            self_play=task.budget.self_play, opponent_epsilon=task.budget.opponent_epsilon,
         )
-        accepted = bool(ray.get(self.data.put.remote(key, version, played, steps)))
-        return ExploreReport(env_steps=steps, episodes=len(played), version=version, accepted=accepted)
+        (trajectories,) = played.episodes
+        accepted = bool(ray.get(self.data.put.remote(key, version, trajectories, played.env_steps)))
+        return ExploreReport(env_steps=played.env_steps, episodes=len(played.tags), version=version,
+                             accepted=accepted)
 
     def _acting_policy(self, key: str, task: TrainTask) -> tuple[int, Policy] | None:
         """The learner's newest weights, pulled only when newer than the copy held."""
@@ -133,8 +141,7 @@ class RolloutWorkerActor(_Actor):
         if pulled is not None:
             version, (ref,) = pulled
             if policy is None:
-                policy = self.executor.algorithm.make_policy(space=self.setup.spaces[task.spec.population],
-                                                             seed=task.seed)
+                policy = self.executor.agents[task.learners[0].population].make_policy(seed=task.seed)
             policy.set_weights(writable(ray.get(ref)))
             self._acting.pop(key, None)
             self._acting[key] = (version, policy)
@@ -145,26 +152,32 @@ class RolloutWorkerActor(_Actor):
 
 
 class LearnerActor(_Actor):
-    """One population's learner: runs its oracle, or trains on the workers' episodes."""
+    """The learners of the keys routed to it (held by key between tasks, in the core
+    :class:`~popmarl.learner.Learners` of its executor): a single learner that trains
+    learns asynchronously from the workers' episodes; an exact oracle, an algorithm that
+    does not train, or several learners co-learning run here (core ``run_task``)."""
 
-    def __init__(self, setup: RunSetup, local: LocalComponents, num_cpus: float, population: str,
-                 params: Any, data: Any, max_staleness: int) -> None:
+    def __init__(self, setup: RunSetup, local: LocalComponents, num_cpus: float, params: Any, data: Any,
+                 max_staleness: int) -> None:
         super().__init__(setup, local, num_cpus)
-        if self._error is None:
-            self.agent = AsyncAgentInterface(
-                space=setup.spaces[population], algorithm=self.executor.algorithm, env=self.executor.env,
-                rollout=self.executor.train_rollout, params=params, data=data, max_staleness=max_staleness,
-            )
+        self.training = AsyncTraining(params=params, data=data, max_staleness=max_staleness)
 
     def use_servers(self, params: Any, data: Any) -> None:
         """Call these servers from now on (they replace dead ones)."""
-        if self._error is None:
-            self.agent.params_actor, self.agent.data_actor = params, data
+        self.training.params_actor, self.training.data_actor = params, data
 
     def train(self, task: TrainTask, key: str) -> TrainResult:
-        """Produce the task's policy; training episodes and weights go under ``key``."""
-        return self.agent.train_attempt(task, key, self.executor.policy)
+        """Run ``task``; the episodes and weights of an asynchronous one go under ``key``."""
+        executor = self.executor
+        if len(task.learners) > 1 or exact(executor.agents[task.learners[0].population].algorithm):
+            return executor.train(task)
+        (spec,) = task.learners
+        learner = executor.learners.prepare(spec, executor.policy)
+        if learner.trainer is None:  # nothing to train: core run_task answers (started already)
+            started = attrs.evolve(spec, init=LearnerInit(kind="continue"))
+            return executor.train(attrs.evolve(task, learners=(started,)))
+        return self.training.train(task, learner, key)
 
-    def learn(self, task: LearnTask) -> LearnResult:
-        """Co-train the task's learners in this process (the ``marl`` scenario's step)."""
-        return self.executor.learn(task)
+    def holds(self) -> list[str]:
+        """The keys of the learners held here."""
+        return list(self.executor.learners.held)

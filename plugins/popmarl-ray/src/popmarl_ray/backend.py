@@ -2,12 +2,15 @@
 server as Ray actors, created once per run and reused by every iteration.
 
 Frozen policies are put in the object store once and pushed to every actor (again to
-an actor that replaces a dead one). Evaluation is split over the workers in batches;
-training runs one learner actor per population, fed asynchronously by the workers.
+an actor that replaces a dead one). Evaluation is split over the workers in batches.
+Training: one learner actor per population holds the learners routed to it by key
+(:mod:`popmarl_ray.placement`); a single learner that trains is fed asynchronously by
+the workers, and a replaced learner actor's learners are rebuilt from their last state.
 """
 
 from __future__ import annotations
 
+import itertools
 import warnings
 from collections.abc import Sequence
 from functools import cache
@@ -18,20 +21,19 @@ import ray
 from ray.exceptions import GetTimeoutError
 
 from popmarl.backend import Backend, Components, RunSetup
-from popmarl.records import EvalResult, EvalTask, LearnResult, LearnTask, TrainResult, TrainTask, Weights
+from popmarl.records import EvalResult, EvalTask, TrainResult, TrainTask, Weights
 from popmarl_ray import cluster, scheduling
-from popmarl_ray.actors import LearnerActor, LocalComponents, RolloutWorkerActor, writable
+from popmarl_ray.actors import LearnerActor, LocalComponents, RolloutWorkerActor
 from popmarl_ray.config import RayConfig
 from popmarl_ray.faults import (
     ActorGroup,
     RayBackendError,
-    Retries,
     Servers,
-    actor_died,
     first_line,
     is_ray_failure,
     raise_if_user_error,
 )
+from popmarl_ray.placement import Placement
 from popmarl_ray.servers import EpisodeServerActor, ParameterServerActor
 
 
@@ -56,6 +58,8 @@ class RayBackend(Backend):
         self.learners: ActorGroup | None = None
         self._policies: dict[str, ray.ObjectRef] = {}
         self._replaced = 0
+        self.placement = Placement(())
+        self._serials = itertools.count()
 
     # -- lifecycle ------------------------------------------------------------------
     def start(self, setup: RunSetup, components: Components) -> None:
@@ -71,6 +75,7 @@ class RayBackend(Backend):
         if config.num_envs_per_worker is not None:
             setup = attrs.evolve(setup, num_envs=config.num_envs_per_worker, train_num_envs=config.num_envs_per_worker)
         self.populations = tuple(setup.mapping.populations)
+        self.placement = Placement(self.populations)
         self._check_resources()
         local = local_components(setup)
         servers = self.servers = Servers(
@@ -85,8 +90,8 @@ class RayBackend(Backend):
         def learner(slot: int) -> Any:
             options = remote(LearnerActor).options(num_cpus=config.num_cpus_per_learner,
                                                    num_gpus=config.num_gpus_per_learner)
-            return options.remote(setup, local, config.num_cpus_per_learner, self.populations[slot], servers.params,
-                                  servers.data, config.max_staleness)
+            return options.remote(setup, local, config.num_cpus_per_learner, servers.params, servers.data,
+                                  config.max_staleness)
 
         self.workers = ActorGroup(what="rollout worker", size=config.num_rollout_workers, make=worker,
                                   restore=self._restore, start_timeout_s=config.start_timeout_s)
@@ -171,7 +176,7 @@ class RayBackend(Backend):
     def train(self, tasks: Sequence[TrainTask]) -> list[TrainResult]:
         workers, learners = self._groups()
         training = scheduling.Training(learners=learners, workers=workers, servers=self._servers(),
-                                       slot_of={p: k for k, p in enumerate(self.populations)},
+                                       placement=self.placement, serials=self._serials,
                                        max_retries=self.config.max_task_retries,
                                        timeout_s=self.config.task_timeout_s)
         return training.run(tasks)
@@ -180,24 +185,6 @@ class RayBackend(Backend):
         workers, _ = self._groups()
         return scheduling.evaluate(workers, tasks, chunks_per_worker=self.config.chunks_per_worker,
                                    max_retries=self.config.max_task_retries, timeout_s=self.config.task_timeout_s)
-
-    def learn(self, task: LearnTask) -> LearnResult:
-        """Co-training runs in the first learner actor, like ``local`` runs it in-process
-        (its learners persist there between calls; a replacement starts them anew from
-        the task's ``initial`` policies)."""
-        _, learners = self._groups()
-        retries = Retries("learner", self.config.max_task_retries)
-        while True:
-            generation = learners.generations[0]
-            try:
-                result: LearnResult = ray.get(learners.handle(0).learn.remote(task))
-                return attrs.evolve(result, weights={p: writable(w) for p, w in result.weights.items()})
-            except Exception as exc:
-                if not is_ray_failure(exc):
-                    raise
-                retries.failed("learn", exc)
-                if actor_died(exc):
-                    learners.replace(0, generation)
 
     # -- inspection (tests, tools) ----------------------------------------------------
     def worker_pids(self, timeout_s: float = 5.0) -> list[int]:
@@ -216,9 +203,14 @@ class RayBackend(Backend):
         return pids
 
     def learner_pids(self) -> dict[str, int]:
-        """The process id of each population's learner."""
+        """The process id of each population's learner actor."""
         _, learners = self._groups()
         return dict(zip(self.populations, ray.get([h.pid.remote() for h in learners.handles])))
+
+    def held_learners(self) -> dict[str, list[str]]:
+        """The keys of the learners each population's learner actor holds."""
+        _, learners = self._groups()
+        return dict(zip(self.populations, ray.get([h.holds.remote() for h in learners.handles])))
 
     def server_pids(self) -> dict[str, int]:
         """The process id of the parameter server (``params``) and episode server (``data``)."""

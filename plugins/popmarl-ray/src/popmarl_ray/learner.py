@@ -1,14 +1,16 @@
 """The asynchronous learner: trains while rollout workers keep playing.
 
-:class:`AsyncAgentInterface` is the core :class:`~popmarl.agent.AgentInterface` (exact
-oracles and untrained algorithms go through it unchanged) whose training by rollouts
-does not collect itself: it publishes each new version of its weights to the parameter
-server actor (put in the object store once), and updates on whatever fresh episodes the
-rollout workers have queued for it in the episode server actor, dropping those played
-with weights more than ``max_staleness`` versions old, or, for an on-policy algorithm
-(:attr:`~popmarl.algorithm.Algorithm.on_policy`: ppo, a2c), with any but its current
-weights. ``keep`` works as on every backend (:class:`~popmarl.keep.KeptWeights`): the
-learner holds the weights of the versions still in play to keep the best one.
+:class:`AsyncTraining` runs a train task of one learner (a core
+:class:`~popmarl.learner.Learner`, held by key in the learner actor) whose algorithm
+trains by rollouts. It does not collect itself: it publishes each new version of the
+learner's weights to the parameter server actor (put in the object store once), and
+updates on whatever fresh episodes the rollout workers have queued for it in the episode
+server actor, dropping those played with weights more than ``max_staleness`` versions
+old, or, for an on-policy algorithm (:attr:`~popmarl.algorithm.Algorithm.on_policy`:
+ppo, a2c), with any but its current weights. ``keep`` works as on every backend
+(:class:`~popmarl.keep.KeptWeights`): the learner holds the weights of the versions
+still in play to keep the best one. Exact oracles, algorithms that do not train and
+co-learning tasks run in the actor through the core :func:`~popmarl.training.run_task`.
 """
 
 from __future__ import annotations
@@ -20,16 +22,11 @@ from typing import Any
 import numpy as np
 import ray
 
-from popmarl.agent import AgentInterface
-from popmarl.agent import budget_spent
-from popmarl.algorithm import Algorithm, PolicySpace
-from popmarl.env import Env, MixedProfile
 from popmarl.errors import PopmarlError
 from popmarl.keep import KeptWeights
-from popmarl.policy import Policy
-from popmarl.records import TrainResult, TrainTask, Weights
-from popmarl.rollout import RolloutWorker
-from popmarl.trainer import Trainer
+from popmarl.learner import Learner
+from popmarl.records import FrozenPolicy, TrainResult, TrainTask
+from popmarl.training import budget_spent
 
 #: How long one ``take`` waits for a full batch before the learner looks at its budget.
 TAKE_TIMEOUT_S = 1.0
@@ -43,32 +40,35 @@ class AttemptClosedError(PopmarlError):
     """The driver ended the training attempt (e.g. a server it used was replaced)."""
 
 
-class AsyncAgentInterface(AgentInterface):
-    """An AgentInterface whose trainer learns from episodes rollout worker actors play."""
+class AsyncTraining:
+    """Trains one learner on the episodes rollout worker actors play with its weights."""
 
-    def __init__(self, *, space: PolicySpace, algorithm: Algorithm, env: Env, rollout: RolloutWorker,
-                 params: Any, data: Any, max_staleness: int, stall_timeout_s: float = 300.0) -> None:
-        super().__init__(space=space, algorithm=algorithm, env=env, rollout=rollout)
+    def __init__(self, *, params: Any, data: Any, max_staleness: int, stall_timeout_s: float = 300.0) -> None:
         self.params_actor = params
         self.data_actor = data
-        self.max_staleness = 0 if algorithm.on_policy else max_staleness
+        self.max_staleness = max_staleness
         self.stall_timeout_s = stall_timeout_s
-        self.key = ""
 
-    def train_attempt(self, task: TrainTask, key: str, policy_of: Any) -> TrainResult:
-        """Run ``task`` with its episodes and weights filed under ``key`` (one per attempt)."""
-        self.key = key
-        return self.train(task, policy_of)
+    def _publish(self, key: str, learner: Learner, kept: KeptWeights, max_staleness: int) -> int:
+        """Make the learner's weights its next version (returned); forget, for ``keep``,
+        the versions whose episodes can no longer reach the trainer."""
+        weights = learner.policy.get_weights()
+        version = int(ray.get(self.params_actor.push.remote(key, [ray.put(weights)])))
+        kept.published(version, weights)
+        kept.forget_older(version - max_staleness)
+        return version
 
-    def _push(self, key: str, weights: Weights) -> int:
-        return int(ray.get(self.params_actor.push.remote(key, [ray.put(weights)])))
-
-    def train_by_rollouts(self, task: TrainTask, learner: Policy, trainer: Trainer,
-                           opponents: MixedProfile) -> TrainResult:
+    def train(self, task: TrainTask, learner: Learner, key: str) -> TrainResult:
+        """Run ``task`` (whose one learner is ``learner``, prepared) with its episodes and
+        weights filed under ``key`` (one per attempt)."""
+        (spec,) = task.learners
+        trainer = learner.trainer
+        assert trainer is not None
+        max_staleness = 0 if learner.agent.algorithm.on_policy else self.max_staleness
         budget = task.budget
         kept = KeptWeights(budget)
-        version = self._publish(self.key, learner, kept)
-        ray.get(self.data_actor.open.remote(self.key))
+        version = self._publish(key, learner, kept, max_staleness)
+        ray.get(self.data_actor.open.remote(key))
         window: deque[float] = deque(maxlen=budget.window)
         start = last_data = time.monotonic()
         updates = 0
@@ -76,10 +76,10 @@ class AsyncAgentInterface(AgentInterface):
         try:
             while True:
                 batch = ray.get(self.data_actor.take.remote(
-                    self.key, min_items=budget.episodes_per_update,
-                    min_version=version - self.max_staleness, timeout_s=TAKE_TIMEOUT_S))
+                    key, min_items=budget.episodes_per_update, min_version=version - max_staleness,
+                    timeout_s=TAKE_TIMEOUT_S))
                 if batch.closed:
-                    raise AttemptClosedError(f"learner {self.space.population}: training attempt {self.key} closed")
+                    raise AttemptClosedError(f"learner {spec.key}: training attempt {key} closed")
                 now = time.monotonic()
                 if batch.episodes:
                     last_data = now
@@ -88,18 +88,23 @@ class AsyncAgentInterface(AgentInterface):
                         kept.played(played, [episode.episode_return])
                     metrics = {k: float(v) for k, v in trainer.update(list(batch.episodes)).items()}
                     updates += 1
-                    version = self._publish(self.key, learner, kept)
+                    version = self._publish(key, learner, kept, max_staleness)
                 elif now - last_data > self.stall_timeout_s:
-                    raise StalledError(f"learner {self.space.population}: no episodes for {self.stall_timeout_s:.0f} s")
-                if budget_spent(budget, batch.env_steps, batch.played, now - start, window):
+                    raise StalledError(f"learner {spec.key}: no episodes for {self.stall_timeout_s:.0f} s")
+                if budget_spent(budget, batch.env_steps, batch.played, now - start, [window]):
                     break
         finally:
-            self.data_actor.close.remote(self.key)
+            self.data_actor.close.remote(key)
         metrics.update({
-            "train_time_s": time.monotonic() - start, "updates": float(updates),
+            "updates": float(updates),
             "window_return": float(np.mean(window)) if window else 0.0,
             "window_win_rate": float(np.mean(np.asarray(window) > 0)) if window else 0.0,
-            "dropped_episodes": float(batch.dropped), **kept.metrics(),
+            **kept.metrics(),
         })
-        return TrainResult(spec=task.spec, weights=kept.final(learner.get_weights()), env_steps=batch.env_steps,
-                           episodes=batch.played, metrics=metrics)
+        policies: tuple[FrozenPolicy, ...] = ()
+        if spec.snapshot is not None:
+            policies = (FrozenPolicy(spec=spec.snapshot, weights=kept.final(learner.policy.get_weights())),)
+        return TrainResult(policies=policies, states={spec.key: learner.state()} if task.return_state else {},
+                           learner_metrics={spec.key: metrics},
+                           metrics={"train_time_s": time.monotonic() - start, "dropped_episodes": float(batch.dropped)},
+                           env_steps=batch.env_steps, episodes=batch.played)

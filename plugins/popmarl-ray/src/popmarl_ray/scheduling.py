@@ -5,14 +5,17 @@ contiguous batches, each with its own seed (so a batch played twice, after a fai
 gives the same values), and gives the next batch to whichever worker finishes first.
 Results are keyed by entry index and applied once.
 
-Training starts every population's learner at once. A learner that trains by rollouts
+Training starts every task at once, each on the learner actor that holds its learners
+(:class:`~popmarl_ray.placement.Placement`). A single learner that trains by rollouts
 opens its queue on the episode server; from then on the workers play batches of its
 episodes (two calls in flight per worker, spread over the learners still training)
-until it returns its policy. A dead worker or learner is replaced and its work retried.
+until it returns its result. Exact oracles, learners that do not train and co-learning
+tasks run inside their learner actor. A dead worker or learner actor is replaced and its
+work retried (a learner carried over from earlier tasks is rebuilt from its last state).
 
 Deadlines (``timeout_s``): a worker busy for ``timeout_s`` without finishing a call, or
 a learner that publishes no new weights for ``timeout_s`` (an exact oracle: whose call
-takes longer), is taken for hung: killed, replaced, and its work retried, counted like
+takes longer; a co-learning task has no deadline), is taken for hung: killed, replaced, and its work retried, counted like
 a death. A dead parameter or episode server is replaced; the training attempts in
 flight then restart on fresh learners (their episodes and weights died with it).
 """
@@ -30,6 +33,7 @@ import ray
 from popmarl.records import EvalResult, EvalTask, TrainResult, TrainTask
 from popmarl_ray.actors import ExploreReport, writable
 from popmarl_ray.faults import SERVER_PROBE_S, ActorGroup, Retries, Servers, actor_died, is_ray_failure, late, log
+from popmarl_ray.placement import Placement
 
 #: Explore calls kept in flight per worker, so a worker never waits for the driver.
 EXPLORE_IN_FLIGHT = 2
@@ -110,17 +114,19 @@ def evaluate(workers: ActorGroup, tasks: Sequence[EvalTask], *, chunks_per_worke
 
 @attrs.define
 class _Attempt:
-    """One train task on its learner: the current attempt and its explore traffic."""
+    """One train task on its learner actor: the current attempt and its explore traffic."""
 
     task: TrainTask
     slot: int
-    task_ref: ray.ObjectRef
+    task_ref: ray.ObjectRef  # the task as the workers see it
+    serial: int  # unique in the run: names its attempts on the servers
     number: int = 0
     train_ref: ray.ObjectRef | None = None
     since: float = 0.0  # when the learner last showed progress (started, or published weights)
     version: int = 0  # the newest weights version it published, as last seen
     queued: int = 0  # the order its train call was sent in (calls to one learner run in turn)
     collecting: bool = False
+    generation: int = 0  # of the learner actor running the current attempt
     in_flight: int = 0
     batches: int = 0
     env_steps: int = 0
@@ -138,9 +144,19 @@ class _Attempt:
             self.collecting = False
 
     @property
+    def name(self) -> str:
+        """The task's learners' keys."""
+        return "+".join(spec.key for spec in self.task.learners)
+
+    @property
     def key(self) -> str:
         """The attempt's name on the episode and parameter servers."""
-        return f"{self.task.spec.policy_id}#{self.number}"
+        return f"{self.name}@{self.serial}#{self.number}"
+
+    @property
+    def watched(self) -> bool:
+        """Whether the learner has a deadline (a co-learning task runs in its actor without)."""
+        return len(self.task.learners) == 1
 
 
 @attrs.frozen
@@ -159,12 +175,13 @@ class _Call:
 class Training:
     """One ``train`` call: learners, the explore batches fed to them, failures."""
 
-    def __init__(self, *, learners: ActorGroup, workers: ActorGroup, servers: Servers, slot_of: dict[str, int],
-                 max_retries: int, timeout_s: float | None = None) -> None:
+    def __init__(self, *, learners: ActorGroup, workers: ActorGroup, servers: Servers, placement: Placement,
+                 serials: Iterable[int], max_retries: int, timeout_s: float | None = None) -> None:
         self.learners = learners
         self.workers = workers
         self.servers = servers
-        self.slot_of = slot_of
+        self.placement = placement
+        self.serials = iter(serials)
         self.timeout_s = timeout_s
         self.learner_retries = Retries("learner", max_retries)
         self.worker_retries = Retries("rollout worker", max_retries)
@@ -176,7 +193,8 @@ class Training:
         self.sent = 0
 
     def run(self, tasks: Sequence[TrainTask]) -> list[TrainResult]:
-        self.attempts = [_Attempt(task=t, slot=self.slot_of[t.spec.population], task_ref=ray.put(t)) for t in tasks]
+        self.attempts = [_Attempt(task=t, slot=self.placement.slot(t), task_ref=ray.put(t), serial=next(self.serials))
+                         for t in tasks]
         for a in self.attempts:
             self._start(a)
         while any(a.result is None for a in self.attempts):
@@ -198,9 +216,12 @@ class Training:
         self.sent += 1
         a.queued = self.sent
         slot, generation = a.slot, self.learners.generations[a.slot]
-        a.train_ref = self.learners.handle(slot).train.remote(a.task_ref, a.key)
+        a.generation = generation
+        task = self.placement.task_for(a.task, slot, generation, retry=a.number > 0)
+        a.train_ref = self.learners.handle(slot).train.remote(a.task_ref if task is a.task else task, a.key)
         self._call(a.train_ref, "train", a, slot, generation)
-        self._wait_open(a)
+        if a.watched:
+            self._wait_open(a)
 
     def _restart(self, a: _Attempt, *, replace: int | None) -> None:
         """End the attempt, replace its learner if it is the one of generation ``replace``,
@@ -223,7 +244,7 @@ class Training:
     # -- deadlines ----------------------------------------------------------------------
     def _wait_s(self) -> float | None:
         busy = [self.busy_since[slot] for slot in range(len(self.workers)) if self.load[slot]]
-        return wait_s([*busy, *(a.since for a in self.attempts if a.result is None)], self.timeout_s)
+        return wait_s([*busy, *(a.since for a in self.attempts if a.result is None and a.watched)], self.timeout_s)
 
     def _check_deadlines(self) -> None:
         """Replace the workers and learners past their deadline; retry their work."""
@@ -235,14 +256,14 @@ class Training:
                 mine = [c for c in self.calls.values() if c.kind == "explore" and c.slot == slot
                         and c.generation == generation]
                 error = late("rollout worker", slot, "no explore call finished", timeout_s)
-                self.worker_retries.failed(mine[0].attempt.task.spec.policy_id if mine else "explore", error)
+                self.worker_retries.failed(mine[0].attempt.name if mine else "explore", error)
                 log.warning("ray backend: %s; killed and replaced it", error)
                 self.workers.replace(slot, generation)  # its calls fail as a dead actor's: not counted again
                 self.load[slot] = 0
                 for a in self.attempts:  # the learners were starved, not hung
                     a.since = max(a.since, time.monotonic())
         for a in self.attempts:
-            if a.result is None and now - a.since >= timeout_s:
+            if a.result is None and a.watched and now - a.since >= timeout_s:
                 self._check_learner(a, timeout_s)
 
     def _check_learner(self, a: _Attempt, timeout_s: float) -> None:
@@ -265,9 +286,8 @@ class Training:
             if ray.wait([a.train_ref], timeout=0)[0]:
                 return  # it finished since the wait returned: the loop takes its result
             call = self.calls.pop(a.train_ref, None)
-            policy_id = a.task.spec.policy_id
-            error = late("learner", a.slot, f"no new weights of {policy_id}", timeout_s)
-            self.learner_retries.failed(policy_id, error)
+            error = late("learner", a.slot, f"no new weights of {a.name}", timeout_s)
+            self.learner_retries.failed(a.name, error)
             log.warning("ray backend: %s; killed and replaced it", error)
             self._restart(a, replace=None if call is None else call.generation)
 
@@ -298,11 +318,12 @@ class Training:
             if not is_ray_failure(exc):
                 raise
             if actor_died(exc) or not self._server_fault(call):
-                self.learner_retries.failed(a.task.spec.policy_id, exc)
+                self.learner_retries.failed(a.name, exc)
             self._restart(a, replace=call.generation if actor_died(exc) else None)
             return
         self._end(a)
-        a.result = attrs.evolve(result, weights=writable(result.weights))  # as local gives them
+        self.placement.done(a.task, a.slot, call.generation, result)
+        a.result = owned(result)
 
     def _on_open(self, ref: ray.ObjectRef, call: _Call) -> None:
         a = call.attempt
@@ -337,11 +358,11 @@ class Training:
             if actor_died(exc):
                 if self.workers.replace(call.slot, call.generation):  # once per dead worker
                     self.load[call.slot] = 0
-                    self.worker_retries.failed(a.task.spec.policy_id, exc)
+                    self.worker_retries.failed(a.name, exc)
             elif self._server_fault(call):
                 pass
             elif current_attempt and a.collecting:  # not the fallout of a learner's restart
-                self.worker_retries.failed(a.task.spec.policy_id, exc)
+                self.worker_retries.failed(a.name, exc)
             return
         if current_attempt:
             if report.accepted:
@@ -365,3 +386,10 @@ class Training:
                     self.busy_since[slot] = time.monotonic()
                 self.load[slot] += 1
                 a.in_flight += 1
+
+
+def owned(result: TrainResult) -> TrainResult:
+    """``result`` with writable copies of its arrays (as the local backend gives them)."""
+    return attrs.evolve(
+        result, policies=tuple(attrs.evolve(p, weights=writable(p.weights)) for p in result.policies),
+        states={k: attrs.evolve(s, weights=writable(s.weights)) for k, s in result.states.items()})

@@ -1,10 +1,11 @@
 """The parameter server and the episode server, run as Ray actors.
 
-They offer the methods of :mod:`popmarl.servers` (``push``/``version``/``pull`` and
-``put``/``take``), keyed by the training attempt, plus what asynchronous training needs:
-weights travel as object references (each version is put in the object store once, by
-the learner), episodes carry the weights version they were played with, and a learner
-waits on its queue instead of polling.
+They exist only where there are processes: the learner actor publishes versioned
+weights to the parameter server (``push``/``version``/``pull``) and the rollout workers
+queue the episodes they play on the episode server (``put``/``take``), both keyed by the
+training attempt. Weights travel as object references (each version is put in the
+object store once, by the learner), episodes carry the weights version they were played
+with, and a learner waits on its queue instead of polling.
 """
 
 from __future__ import annotations
@@ -16,16 +17,35 @@ from collections.abc import Sequence
 import attrs
 import ray
 
-from popmarl.servers import ParameterServer
-
 from popmarl.records import Episode
 
 WeightsRef = list[ray.ObjectRef]  # wrapped in a list so Ray passes the reference, not the value
 
 
-class ParameterServerActor(ParameterServer):
-    """The core parameter server as an actor: the newest weights (an object reference)
-    of each learning policy, versioned."""
+class ParameterServerActor:
+    """The newest weights (an object reference) of each training attempt, by key, with a
+    version number; workers pull them only when newer than the copy they hold."""
+
+    def __init__(self) -> None:
+        self._store: dict[str, tuple[int, WeightsRef]] = {}
+
+    def push(self, key: str, weights: WeightsRef) -> int:
+        """Publish new weights for ``key``; return their version (1, 2, ...)."""
+        version = self.version(key) + 1
+        self._store[key] = (version, weights)
+        return version
+
+    def version(self, key: str) -> int:
+        """The newest version of ``key`` (0 when nothing was pushed)."""
+        entry = self._store.get(key)
+        return 0 if entry is None else entry[0]
+
+    def pull(self, key: str, have: int) -> tuple[int, WeightsRef] | None:
+        """``(version, weights)`` if newer than ``have``, else None (nothing to copy)."""
+        entry = self._store.get(key)
+        if entry is None or entry[0] <= have:
+            return None
+        return entry
 
     def ready(self) -> int:
         import os
