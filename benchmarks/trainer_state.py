@@ -16,7 +16,7 @@ import torch
 import popmarl
 from popmarl.algorithm import PolicySpace
 from popmarl.builtin.random_policy import UniformRandomPolicy
-from popmarl.rollout import RolloutWorker
+from popmarl.rollout import OpponentDraw, RolloutWorker, Seating
 
 
 def main() -> None:
@@ -29,12 +29,12 @@ def main() -> None:
     trainer = algorithm.make_trainer(policy=policy, space=space, seed=0)
     worker = RolloutWorker(env=env, num_envs=64)
     n_actions = env.action_space("player_1").n
-    opponents = {"player_1": ([UniformRandomPolicy(n_actions)], np.ones(1))}
+    opponents = OpponentDraw({"player_1": ([UniformRandomPolicy(n_actions)], np.ones(1))})
     start, seed, filled = time.perf_counter(), 0, 0.0
     while filled < algorithm.config.buffer_size:
-        episodes, _ = worker.explore(learner=policy, learner_agents=("player_0",), opponents=opponents,
-                                     max_episodes=None, max_steps=5000, seed=seed)
-        filled = trainer.update(episodes)["buffer_size"]
+        played = worker.explore(learners=[Seating(policy=policy, seats=("player_0",))], opponents=opponents,
+                                max_episodes=None, max_steps=5000, seed=seed)
+        filled = trainer.update(played.episodes[0])["buffer_size"]
         seed += 1
     print(f"buffer filled ({filled:.0f} transitions) in {time.perf_counter() - start:.1f} s")
     start = time.perf_counter()

@@ -24,6 +24,16 @@ class AgentInterface:
     def population(self) -> str:
         return self.space.population
 
+    @property
+    def learns(self) -> bool:
+        """Whether the algorithm trains policies (it overrides ``make_trainer``)."""
+        return type(self.algorithm).make_trainer is not Algorithm.make_trainer
+
+    @property
+    def answers(self) -> bool:
+        """Whether the algorithm may answer a best-response problem exactly."""
+        return type(self.algorithm).best_response is not Algorithm.best_response
+
     def make_policy(self, *, seed: int) -> Policy:
         """A fresh policy (deterministic in ``seed``)."""
         return self.algorithm.make_policy(space=self.space, seed=seed)

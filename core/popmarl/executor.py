@@ -32,7 +32,7 @@ class Executor:
         self.setup = setup
         self.env = components.env
         self.agents = {population: AgentInterface(space=space, algorithm=components.algorithms[population],
-                                                  env=self.env)
+                                                  env=self.env, algorithm_name=setup.algorithms[population][0])
                        for population, space in setup.spaces.items()}
         self.rollout = RolloutWorker(env=self.env, num_envs=setup.num_envs)
         self.train_rollout = RolloutWorker(env=self.env, num_envs=setup.train_num_envs)

@@ -63,6 +63,9 @@ class Learners:
             return fresh
         if init.kind == "restore":
             assert init.state is not None
+            if (init.state.key, init.state.population) != (spec.key, spec.population):
+                raise LearnerError(f"learner {spec.key} of population {spec.population}: cannot restore the state "
+                                   f"of learner {init.state.key} of population {init.state.population}")
             self.held[spec.key] = self.rebuild(init.state)
         learner = self.held.get(spec.key)
         if learner is None:

@@ -177,6 +177,14 @@ class JointOpponents:
     profiles: tuple[tuple[str, ...], ...]
     probabilities: np.ndarray
 
+    def __attrs_post_init__(self) -> None:
+        p = np.asarray(self.probabilities, dtype=float)
+        if any(len(profile) != len(self.agents) for profile in self.profiles):
+            raise ValueError(f"JointOpponents: every profile names one policy per seat of {self.agents}")
+        if p.shape != (len(self.profiles),) or not np.all(p >= 0) or not p.sum() > 0:
+            raise ValueError("JointOpponents: probabilities must be one non-negative number per profile, "
+                             "with a positive sum")
+
     def support(self) -> list[tuple[tuple[str, ...], float]]:
         """The (profile, probability) pairs with positive probability."""
         return [(prof, float(p)) for prof, p in zip(self.profiles, self.probabilities) if p > 0]
@@ -205,6 +213,14 @@ class TrainTask:
             raise ValueError("TrainTask: needs at least one learner")
         if len(set(keys)) != len(keys):
             raise ValueError(f"TrainTask: learner keys must differ, got {', '.join(keys)}")
+        seats = [seat for spec in self.learners for seat in spec.seats]
+        if len(set(seats)) != len(seats):
+            raise ValueError(f"TrainTask: a seat is played by one learner at most, got seats {', '.join(seats)}")
+        per_seat = [o.agent for o in self.opponents]
+        joint = self.joint.agents if self.joint is not None else ()
+        if len(set(per_seat)) != len(per_seat) or set(per_seat) & set(joint):
+            raise ValueError("TrainTask: each seat's opponents come from one mixture or the joint distribution, "
+                             f"got {', '.join(per_seat)} and joint {', '.join(joint)}")
 
 
 @attrs.frozen(kw_only=True)

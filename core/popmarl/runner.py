@@ -107,6 +107,9 @@ def run(config: RunConfig, out: str | None = None, *, resume: str | None = None,
     specs = population_algorithms(config, mapping.populations)
     algorithms = build_algorithms(specs, found)
     scenario.check(config=config, mapping=mapping)
+    agents = {p: AgentInterface(space=spaces[p], algorithm=algorithms[p], env=env, algorithm_name=specs[p].name)
+              for p in mapping.populations}
+    scenario.check_agents(agents)
     if config.training.self_play > 0 and len({(s.observation_space, s.action_space) for s in spaces.values()}) > 1:
         raise ConfigError("training.self_play: copies of a learner can play the other seats only when all populations share "
                           "observation and action spaces; set it to 0 for this env")
@@ -136,8 +139,6 @@ def run(config: RunConfig, out: str | None = None, *, resume: str | None = None,
         info = RunInfo(run_dir=str(run_dir.path), scenario=config.scenario.name, seed=config.seed,
                        config=resolved, populations=mapping.populations, resumed=resuming,
                        start_iteration=start_iteration)
-        agents = {p: AgentInterface(space=spaces[p], algorithm=algorithms[p], env=env, algorithm_name=specs[p].name)
-                  for p in mapping.populations}
         context = RunContext(config=config, info=info, run_dir=run_dir, hooks=hooks, env=env, agents=agents,
                              solver=solver, backend=backend, mapping=mapping, spaces=spaces, resume=resuming)
         return scenario.run(context)

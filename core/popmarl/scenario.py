@@ -51,6 +51,11 @@ class Scenario(Component):
         """Raise a :class:`~popmarl.errors.ConfigError` for a config this scenario cannot
         run as written; called before the backend starts or anything is written."""
 
+    def check_agents(self, agents: Mapping[str, AgentInterface]) -> None:
+        """Raise a :class:`~popmarl.errors.ConfigError` for populations whose algorithms
+        this scenario cannot use (e.g. one that does not learn where learning is the
+        point); called with the built algorithms, before anything is written."""
+
     @abstractmethod
     def run(self, context: RunContext) -> dict[str, Any]:
         """Run (or resume) to a stopping condition; return the summary, which the caller

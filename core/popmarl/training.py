@@ -5,8 +5,8 @@ repeats: play ``episodes_per_update`` games with the learners' current policies 
 opponents drawn per episode (:meth:`~popmarl.rollout.RolloutWorker.explore`), and update
 each learner on the episodes it played; until the budget is spent. An exact algorithm
 answers instead (its learner is the best response, no games are played). The local
-backend calls it directly; the ray backend calls it in a learner actor for co-learning
-tasks and runs single learners asynchronously on its workers.
+backend calls it directly (the ray backend too, in a learner actor, for co-learning
+tasks: see ``popmarl_ray``).
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
-from popmarl.algorithm import Algorithm
 from popmarl.env import MixedProfile
 from popmarl.keep import KeptWeights
 from popmarl.learner import Learner, LearnerError, Learners
@@ -38,14 +37,16 @@ def run_task(task: TrainTask, *, learners: Learners, rollout: RolloutWorker, pol
     kept = {spec.key: KeptWeights(task.budget) for spec, _ in training}
     windows = {spec.key: deque[float](maxlen=task.budget.window) for spec, _ in training}
     learner_metrics: dict[str, dict[str, float]] = {spec.key: {} for spec in task.learners}
-    env_steps = episodes = updates = 0
+    env_steps = episodes = rounds = 0
+    updates = dict.fromkeys(kept, 0)
     team_returns: list[float] = []
     if training:
         draw = opponent_draw(task, policy_of)
         budget = task.budget
         version = 1
         for spec, learner in training:
-            kept[spec.key].published(version, learner.policy.get_weights())
+            if kept[spec.key].best:
+                kept[spec.key].published(version, learner.policy.get_weights())
         while True:
             chunk = budget.episodes_per_update
             if budget.max_episodes is not None:
@@ -55,7 +56,7 @@ def run_task(task: TrainTask, *, learners: Learners, rollout: RolloutWorker, pol
                           for spec, learner in training],
                 opponents=draw, max_episodes=chunk,
                 max_steps=None if budget.max_env_steps is None else budget.max_env_steps - env_steps,
-                seed=task.seed + 7919 * (updates + 1), self_play=budget.self_play,
+                seed=task.seed + 7919 * (rounds + 1), self_play=budget.self_play,
                 opponent_epsilon=budget.opponent_epsilon)
             env_steps += played.env_steps
             episodes += len(played.tags)
@@ -68,17 +69,19 @@ def run_task(task: TrainTask, *, learners: Learners, rollout: RolloutWorker, pol
                     assert learner.trainer is not None
                     update = learner.trainer.update(trajectories)
                     learner_metrics[spec.key].update({k: float(v) for k, v in update.items()})
-            updates += 1
+                    updates[spec.key] += 1
+            rounds += 1
             version += 1
             for spec, learner in training:
-                kept[spec.key].published(version, learner.policy.get_weights())
+                if kept[spec.key].best:
+                    kept[spec.key].published(version, learner.policy.get_weights())
             elapsed = time.monotonic() - start
             if not played.tags or budget_spent(budget, env_steps, episodes, elapsed, windows.values()):
                 break
     for spec, _ in training:
         window = windows[spec.key]
         learner_metrics[spec.key].update({
-            "updates": float(updates),
+            "updates": float(updates[spec.key]),
             "window_return": float(np.mean(window)) if window else 0.0,
             "window_win_rate": float(np.mean(np.asarray(window) > 0)) if window else 0.0,
             **kept[spec.key].metrics()})
@@ -86,7 +89,7 @@ def run_task(task: TrainTask, *, learners: Learners, rollout: RolloutWorker, pol
     for spec, learner in zip(task.learners, prepared):
         if spec.snapshot is None:
             continue
-        weights: Weights = answered.get(spec.key) or learner.policy.get_weights()
+        weights = answered[spec.key] if spec.key in answered else learner.policy.get_weights()
         if spec.key in kept:
             weights = kept[spec.key].final(weights)
         policies.append(FrozenPolicy(spec=spec.snapshot, weights=weights))
@@ -103,12 +106,11 @@ def _exact_answers(task: TrainTask, prepared: Sequence[Learner], policy_of: Poli
     becomes that answer; an algorithm may decline, returning None, and train instead)."""
     answers: dict[str, Weights] = {}
     for spec, learner in zip(task.learners, prepared):
-        algorithm = type(learner.agent.algorithm)
-        if algorithm.best_response is Algorithm.best_response:
+        if not learner.agent.answers:
             continue
         if len(task.learners) > 1:
-            raise LearnerError(f"learner {spec.key}: algorithm {algorithm.__name__} answers exactly and cannot "
-                               "co-learn; give it a train task of its own")
+            raise LearnerError(f"learner {spec.key}: algorithm {learner.agent.algorithm_name} answers exactly and "
+                               "cannot co-learn; give it a train task of its own")
         if task.joint is not None:
             raise LearnerError(f"learner {spec.key}: an exact best response takes a mixture per seat, "
                                "not a joint distribution")

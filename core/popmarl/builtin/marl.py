@@ -12,6 +12,7 @@ keys) is rejected rather than silently ignored.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,8 @@ import numpy as np
 
 from popmarl.config import RunConfig, TrainingConfig
 from popmarl.env import ExactEnv
-from popmarl.errors import ConfigError
+from popmarl.agent import AgentInterface
+from popmarl.errors import CheckpointError, ConfigError
 from popmarl.population import AgentMapping
 from popmarl.population import policy_id
 from popmarl.records import (
@@ -94,6 +96,21 @@ class MARL(IterativeScenario):
         if config.solver != attrs.fields(RunConfig).solver.default:
             raise _psro_only("solver", "marl has no meta-game to solve: every population plays its newest policy")
 
+    def check_agents(self, agents: Mapping[str, AgentInterface]) -> None:
+        """Every population that is not frozen co-learns: its algorithm must train (one
+        that makes no trainer would leave its policy as it started, silently) and not be
+        an exact oracle (which answers a fixed opponent, it does not co-learn)."""
+        named = len({a.algorithm_name for a in agents.values()}) > 1
+        for population, agent in agents.items():
+            if population in self.config.frozen:
+                continue
+            where = f"algorithm.{population}" if named else "algorithm"
+            if not agent.learns or agent.answers:
+                what = "is an exact oracle" if agent.answers else "does not learn"
+                raise ConfigError(f"{where}: {agent.algorithm_name} {what}; the marl scenario co-trains every "
+                                  "population not in scenario.params.frozen with a learning algorithm "
+                                  "(e.g. dqn, ppo, a2c)")
+
     def initialise(self) -> MARLState:
         ctx = self.ctx
         policies: dict[str, list[str]] = {}
@@ -120,6 +137,10 @@ class MARL(IterativeScenario):
             ctx.backend.add_policy(ids[-1], ctx.run_dir.load_policy(ids[-1]))
         self.resume_history(saved)
         learners = ctx.run_dir.load_learners(saved)
+        missing = [p for p in self._learners() if p not in learners]
+        if int(saved["iteration"]) > 0 and missing:
+            raise CheckpointError(f"{ctx.run_dir.state_file}: no learner state for {', '.join(missing)} (a checkpoint "
+                                  "of an older popmarl, or damaged); the run cannot continue identically")
         return MARLState(iteration=int(saved["iteration"]), policies=policies, history=saved["history"],
                          initial_returns=saved["initial_returns"], env_steps=int(saved["env_steps"]),
                          wall_time_s=float(saved["wall_time_s"]), learners=learners, restoring=bool(learners))
