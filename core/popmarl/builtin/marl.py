@@ -18,6 +18,7 @@ from typing import Any
 import attrs
 import numpy as np
 
+from popmarl.algorithm import Algorithm
 from popmarl.config import RunConfig, TrainingConfig
 from popmarl.env import ExactEnv
 from popmarl.errors import ConfigError
@@ -94,7 +95,20 @@ class MARL(IterativeScenario):
         if config.solver != attrs.fields(RunConfig).solver.default:
             raise _psro_only("solver", "marl has no meta-game to solve: every population plays its newest policy")
 
+    def _check_learning(self) -> None:
+        """Every population that is not frozen has an algorithm that learns (one that
+        makes no trainer would leave its policy as it started, silently)."""
+        per_population = isinstance(self.ctx.config.algorithm, dict)
+        for population in self._learners():
+            agent = self.ctx.agents[population]
+            if type(agent.algorithm).make_trainer is Algorithm.make_trainer:
+                where = f"algorithm.{population}" if per_population else "algorithm"
+                raise ConfigError(f"{where}: {agent.algorithm_name} does not learn; the marl scenario trains every "
+                                  "population not in scenario.params.frozen with a learning algorithm "
+                                  "(e.g. dqn, ppo, a2c)")
+
     def initialise(self) -> MARLState:
+        self._check_learning()
         ctx = self.ctx
         policies: dict[str, list[str]] = {}
         for k, population in enumerate(ctx.mapping.populations):
@@ -113,6 +127,7 @@ class MARL(IterativeScenario):
         return state
 
     def restore(self) -> MARLState:
+        self._check_learning()
         ctx = self.ctx
         saved, _ = ctx.run_dir.load_state()
         policies = {p: list(ids) for p, ids in saved["policies"].items()}
