@@ -70,17 +70,18 @@ def components(args: argparse.Namespace) -> tuple[RunSetup, Components, list[str
     algorithm = registries.component("algorithms", args.algorithm, algorithm_params)
     mapping = AgentMapping.resolve("per_player", env.agents)  # type: ignore[attr-defined]
     spaces = policy_spaces(env, mapping)  # type: ignore[arg-type]
-    setup = RunSetup(env_name=env_name, env_params=env_params, algorithm_name=args.algorithm,
-                     algorithm_params=algorithm_params, mapping=mapping, spaces=spaces, seed=0,
+    setup = RunSetup(env_name=env_name, env_params=env_params,
+                     algorithms={p: (args.algorithm, algorithm_params) for p in mapping.populations},
+                     mapping=mapping, spaces=spaces, seed=0,
                      num_envs=args.num_envs, train_num_envs=args.num_envs, exact_evaluation="never")
-    return setup, Components(env=env, algorithm=algorithm), notes  # type: ignore[arg-type]
+    return setup, Components(env=env, algorithms=dict.fromkeys(mapping.populations, algorithm)), notes  # type: ignore[arg-type]
 
 
 def policies(setup: RunSetup, comps: Components, count: int) -> dict[str, Any]:
     weights = {}
     for k, population in enumerate(setup.mapping.populations):
         for i in range(count):
-            policy = comps.algorithm.make_policy(space=setup.spaces[population], seed=1000 * k + i + 1)
+            policy = comps.algorithms[population].make_policy(space=setup.spaces[population], seed=1000 * k + i + 1)
             weights[policy_id(population, i)] = policy.get_weights()
     return weights
 
