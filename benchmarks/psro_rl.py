@@ -23,19 +23,13 @@ from pathlib import Path
 import torch
 
 import popmarl
-from popmarl.config import RunConfig
+import popmarl.config
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 RUNS = {
     "kuhn": (EXAMPLES / "psro_kuhn_dqn.yaml", 0.1),
     "leduc": (EXAMPLES / "psro_leduc_dqn.yaml", 1.0),
 }
-
-
-def _algorithm(config: RunConfig) -> str:
-    """The run's algorithm name (``a/b`` for per-population algorithms)."""
-    spec = config.algorithm
-    return "/".join(sorted({c.name for c in spec.values()})) if isinstance(spec, dict) else spec.name
 
 
 def run(name: str, seed: int, overrides: list[str], out: Path) -> dict[str, object]:
@@ -47,12 +41,17 @@ def run(name: str, seed: int, overrides: list[str], out: Path) -> dict[str, obje
     rows = [json.loads(line) for line in (out / f"{name}-{seed}" / "metrics.jsonl").read_text().splitlines()]
     reached = next((r for r in rows if r["nash_conv"] is not None and r["nash_conv"] <= target), None)
     return {
-        "run": name, "seed": seed, "algorithm": _algorithm(config), "target": target,
+        "run": name, "seed": seed, "algorithm": _algorithm_name(config), "target": target,
         "curve": [r["nash_conv"] for r in rows], "final": summary["nash_conv"],
         "reached_at": None if reached is None else reached["iteration"],
         "reached_s": None if reached is None else reached["wall_time_s"],
         "iterations": summary["iterations"], "env_steps": summary["env_steps"], "wall_s": wall, "cpu_s": cpu,
     }
+
+
+def _algorithm_name(config: popmarl.config.RunConfig) -> str:
+    spec = config.algorithm
+    return spec.name if isinstance(spec, popmarl.config.ComponentConfig) else "/".join(c.name for c in spec.values())
 
 
 def table(results: list[dict[str, object]]) -> str:

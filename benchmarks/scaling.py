@@ -74,7 +74,8 @@ def components(args: argparse.Namespace) -> tuple[RunSetup, Components, list[str
                      algorithms={p: (args.algorithm, algorithm_params) for p in mapping.populations},
                      mapping=mapping, spaces=spaces, seed=0,
                      num_envs=args.num_envs, train_num_envs=args.num_envs, exact_evaluation="never")
-    return setup, Components(env=env, algorithms=dict.fromkeys(mapping.populations, algorithm)), notes  # type: ignore[arg-type]
+    algorithms = {p: algorithm for p in mapping.populations}
+    return setup, Components(env=env, algorithms=algorithms), notes  # type: ignore[arg-type]
 
 
 def policies(setup: RunSetup, comps: Components, count: int) -> dict[str, Any]:

@@ -8,16 +8,41 @@ episodes say. In rock-paper-scissors against rock, action 1 (paper) wins every e
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import attrs
 import numpy as np
 
 from popmarl.algorithm import Algorithm, PolicySpace
 from popmarl.builtin.matrix_env import MixedStrategyPolicy
+from popmarl.errors import CheckpointError
 from popmarl.records import Episode
 from popmarl.spaces import Discrete
-from popmarl.trainer import Trainer
+from popmarl.trainer import Trainer, TrainerState
+
+#: The one file of the test trainers' states.
+STATE_FILE = "trainer.json"
+
+
+def json_state(**fields: Any) -> TrainerState:
+    """A test trainer's state: its counters and records as one JSON file."""
+    return {STATE_FILE: json.dumps(fields, sort_keys=True).encode()}
+
+
+def read_json_state(state: TrainerState, *fields: str) -> dict[str, Any]:
+    """The fields of a :func:`json_state`; a one-line CheckpointError if one is missing."""
+    try:
+        data = json.loads(state[STATE_FILE])
+    except KeyError:
+        raise CheckpointError(f"trainer state: file {STATE_FILE!r} is missing") from None
+    except ValueError as exc:
+        raise CheckpointError(f"trainer state {STATE_FILE}: not valid JSON ({exc})") from None
+    missing = [f for f in fields if not isinstance(data, dict) or f not in data]
+    if missing:
+        raise CheckpointError(f"trainer state {STATE_FILE}: missing {', '.join(missing)}")
+    return data
 
 
 @attrs.frozen(kw_only=True)
@@ -40,6 +65,13 @@ class ScheduleTrainer(Trainer):
         action = self.schedule[self.updates % len(self.schedule)]
         self.policy.probs = np.eye(self.policy.probs.size)[action]
         return {"episodes": float(len(episodes))}
+
+    def state(self) -> TrainerState:
+        """The number of updates: where the schedule is."""
+        return json_state(updates=self.updates)
+
+    def load_state(self, state: TrainerState) -> None:
+        self.updates = int(read_json_state(state, "updates")["updates"])
 
 
 class ScheduleAlgorithm(Algorithm):

@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     from popmarl.solver import MetaSolver, SolverResult
     from popmarl.spaces import Box, Discrete
     from popmarl.tracker import Tracker
-    from popmarl.trainer import Trainer
+    from popmarl.trainer import Trainer, TrainerState
 
 #: Where each re-exported name lives; imported on first access, so that ``import popmarl``
 #: (and listing the registries) loads neither numpy nor any component module.
@@ -103,6 +103,7 @@ _EXPORTS: dict[str, str] = {
     "Discrete": "popmarl.spaces",
     "Tracker": "popmarl.tracker",
     "Trainer": "popmarl.trainer",
+    "TrainerState": "popmarl.trainer",
 }
 
 __version__ = "0.1.0"
@@ -172,7 +173,7 @@ __all__ = [
     "ConfigError", "Discrete", "Env", "Episode", "EvalResult", "EvalTask", "ExactEnv", "ExplicitPolicy",
     "FrozenPolicy", "IterativeScenario", "JointOpponents", "LearnerInit", "LearnerSpec", "LearnerState", "MetaSolver", "Observations", "Opponents", "PluginError", "Policy", "PolicySpace", "PolicySpec",
     "PopmarlError", "Registries", "Registry", "ResumeError", "RolloutWorker", "RunContext", "RunInfo", "Scenario",
-    "SolverResult", "Step", "Tracker", "TrainBudget", "TrainResult", "TrainTask", "Trainer",
+    "SolverResult", "Step", "Tracker", "TrainBudget", "TrainResult", "TrainTask", "Trainer", "TrainerState",
     "UnknownComponentError", "UserError", "VectorEnv", "algorithms", "backends", "envs", "hookimpl",
     "load_config", "run", "scenarios", "solvers", "trackers", "validate",
 ]

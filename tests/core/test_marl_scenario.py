@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 import popmarl
+from learning_schedule import json_state, read_json_state
 from popmarl.policy import ExplicitPolicy, masked_uniform
 from popmarl.records import Observations
 
@@ -46,6 +47,12 @@ class Reinforce(popmarl.Trainer):
         self.policy.logits += self.lr * grad / len(episodes)
         self.updates += 1
         return {"baseline": float(baseline)}
+
+    def state(self):
+        return json_state(updates=self.updates)
+
+    def load_state(self, state):
+        self.updates = int(read_json_state(state, "updates")["updates"])
 
 
 @attrs.frozen(kw_only=True)

@@ -18,10 +18,11 @@ import ray
 import popmarl
 from popmarl.algorithm import Algorithm, PolicySpace
 from popmarl.config import validate
+from popmarl.errors import CheckpointError
 from popmarl.policy import ExplicitPolicy, masked_uniform, sample_rows
 from popmarl.records import EvalResult, EvalTask, Episode, Observations, TrainResult, TrainTask
 from popmarl.spaces import Discrete
-from popmarl.trainer import Trainer
+from popmarl.trainer import Trainer, TrainerState
 from popmarl_ray import RayBackend
 
 # Classes of this module reach the Ray actors by value (the workers cannot import it).
@@ -85,7 +86,8 @@ class BanditPolicy(ExplicitPolicy):
 
 
 class BanditTrainer(Trainer):
-    """Running mean of the return of each first action."""
+    """Running mean of the return of each first action. Its whole state (means and
+    counts) is the policy's weights, so its own state is empty."""
 
     def __init__(self, policy: BanditPolicy) -> None:
         self.policy = policy
@@ -96,6 +98,13 @@ class BanditTrainer(Trainer):
             self.policy.n[a] += 1
             self.policy.q[a] += (episode.episode_return - self.policy.q[a]) / self.policy.n[a]
         return {"episodes": float(len(episodes))}
+
+    def state(self) -> TrainerState:
+        return {}
+
+    def load_state(self, state: TrainerState) -> None:
+        if state:
+            raise CheckpointError(f"trainer state: the bandit trainer keeps no files, got {sorted(state)}")
 
 
 class Bandit(Algorithm):

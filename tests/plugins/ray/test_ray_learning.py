@@ -16,12 +16,12 @@ import ray
 
 import learning_schedule
 import popmarl
-from learning_schedule import ScheduleAlgorithm
+from learning_schedule import ScheduleAlgorithm, json_state, read_json_state
 from popmarl.algorithm import PolicySpace
 from popmarl.payoffs import PayoffTable
 from popmarl.records import Episode, PolicySpec, TrainBudget, TrainTask
 from popmarl.rollout import RolloutWorker
-from popmarl.trainer import Trainer
+from popmarl.trainer import Trainer, TrainerState
 from popmarl_ray.learner import AsyncAgentInterface
 from popmarl_ray.servers import EpisodeServerActor, ParameterServerActor
 from ray_helpers import installed, ray_backend, run
@@ -83,6 +83,13 @@ class _RecordingTrainer(Trainer):
         ray.get(self.data.put.remote(self.key, version + 1, _episodes(version + 1, 4), 4))
         return {}
 
+    def state(self) -> TrainerState:
+        """What it has seen so far."""
+        return json_state(seen=[[version, sorted(returns)] for version, returns in self.seen])
+
+    def load_state(self, state: TrainerState) -> None:
+        self.seen = [(int(v), set(r)) for v, r in read_json_state(state, "seen")["seen"]]
+
 
 class _Recording(ScheduleAlgorithm):
     """A learner with a recording trainer; ``on_policy`` set per test."""
@@ -117,6 +124,9 @@ def test_on_policy_learner_updates_only_on_episodes_of_its_current_version(on_po
     else:  # off-policy: episodes up to max_staleness versions old are learned from
         assert algorithm.trainer.seen == [(1, {1}), (2, {1, 2}), (3, {2, 3})]
         assert result.metrics["dropped_episodes"] == 0
+    rebuilt = _RecordingTrainer(params, data, key)  # its state is what it saw
+    rebuilt.load_state(algorithm.trainer.state())
+    assert rebuilt.seen == algorithm.trainer.seen
 
 
 @needs_tianshou

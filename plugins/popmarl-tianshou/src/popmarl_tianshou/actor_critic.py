@@ -21,14 +21,17 @@ from tianshou.algorithm.optim import AdamOptimizerFactory
 from tianshou.utils.torch_utils import policy_within_training_step
 
 from popmarl.algorithm import Algorithm, PolicySpace
+from popmarl.errors import CheckpointError
 from popmarl.policy import Policy
 from popmarl.records import Episode
 from popmarl.spaces import Discrete
-from popmarl.trainer import Trainer
+from popmarl.trainer import Trainer, TrainerState
 
 from popmarl_tianshou.batching import gym_space, numpy_random, numpy_random_state, to_buffer, transitions
 from popmarl_tianshou.nets import CategoricalActor, GaussianActor, ValueCritic, action_dim, feature_dim, seeded
 from popmarl_tianshou.policy import CategoricalPolicy, GaussianPolicy, set_torch_threads, uniform_initial
+from popmarl_tianshou.state import (TRAINER, load_module, load_optimizer, module_bytes, optimizer_bytes,
+                                    random_state_from_json, random_state_json, read_trainer_json, trainer_json)
 
 
 ActorPolicy = CategoricalPolicy | GaussianPolicy
@@ -38,6 +41,9 @@ def gaussian(loc_scale: tuple[torch.Tensor, torch.Tensor]) -> torch.distribution
     """A diagonal Gaussian over the action vector."""
     loc, scale = loc_scale
     return torch.distributions.Independent(torch.distributions.Normal(loc, scale), 1)
+
+
+CRITIC, OPTIM = "critic.pt", "optim.pt"
 
 
 class OnPolicyTrainer(Trainer):
@@ -63,6 +69,37 @@ class OnPolicyTrainer(Trainer):
         self.gradient_steps += stats.gradient_steps
         return {"loss": stats.loss.mean, "actor_loss": stats.actor_loss.mean, "vf_loss": stats.vf_loss.mean,
                 "entropy": stats.ent_loss.mean, "gradient_steps": float(self.gradient_steps)}
+
+    def state(self) -> TrainerState:
+        """``trainer.json`` (the step counter, the numpy generator that shuffles
+        minibatches, Tianshou's running return statistics), ``critic.pt`` (the value
+        critic) and ``optim.pt`` (Adam over actor and critic)."""
+        rms = self.algorithm.ret_rms
+        return {
+            TRAINER: trainer_json(self.kind, gradient_steps=self.gradient_steps, random=random_state_json(self._rng["np"]),
+                                  ret_rms={"mean": float(rms.mean), "var": float(rms.var), "count": int(rms.count)}),
+            CRITIC: module_bytes(self.algorithm.critic),
+            OPTIM: optimizer_bytes(self.algorithm),
+        }
+
+    def load_state(self, state: TrainerState) -> None:
+        data = read_trainer_json(state, self.kind, ("gradient_steps", "random", "ret_rms"))
+        random = random_state_from_json(data["random"], "random")
+        try:
+            rms = {key: float(data["ret_rms"][key]) for key in ("mean", "var", "count")}
+        except (KeyError, TypeError, ValueError):
+            raise CheckpointError(f"trainer state {TRAINER}: ret_rms needs numbers mean, var, count") from None
+        load_module(state, CRITIC, self.algorithm.critic)
+        load_optimizer(state, OPTIM, self.algorithm)
+        self.gradient_steps = int(data["gradient_steps"])
+        self._rng["np"] = random
+        ret_rms = self.algorithm.ret_rms
+        ret_rms.mean, ret_rms.var, ret_rms.count = rms["mean"], rms["var"], int(rms["count"])
+
+    @property
+    def kind(self) -> str:
+        """The Tianshou algorithm's name, tagging the state (a PPO state is no A2C state)."""
+        return type(self.algorithm).__name__.lower()
 
 
 class ActorCriticAlgorithm(Algorithm):

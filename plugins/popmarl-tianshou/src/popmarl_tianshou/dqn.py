@@ -26,12 +26,15 @@ from popmarl.errors import ConfigError
 from popmarl.policy import Policy
 from popmarl.records import Episode
 from popmarl.spaces import Discrete
-from popmarl.trainer import Trainer
+from popmarl.trainer import Trainer, TrainerState
 from popmarl.validators import at_least_one, layer_widths, non_negative, optional, positive, unit_interval
 
 from popmarl_tianshou.batching import append, gym_space, numpy_random, numpy_random_state, transitions
 from popmarl_tianshou.nets import QNet, feature_dim, seeded
 from popmarl_tianshou.policy import QPolicy, set_torch_threads, uniform_initial
+from popmarl_tianshou.state import (TRAINER, buffer_arrays, buffer_json, load_buffer, load_module, load_optimizer,
+                                    module_bytes, npz_bytes, optimizer_bytes, random_state_from_json,
+                                    random_state_json, read_npz, read_trainer_json, trainer_json)
 
 
 @attrs.frozen(kw_only=True)
@@ -75,6 +78,9 @@ class MaskedDQN(TianshouDQN):
         if self.is_double:
             return target[np.arange(len(online.act)), online.act]
         return self.policy.compute_q_value(target, getattr(obs_next, "mask", None)).max(dim=1)[0]
+
+
+OPTIM, TARGET, BUFFER = "optim.pt", "target.pt", "buffer.npz"
 
 
 class DQNTrainer(Trainer):
@@ -128,6 +134,49 @@ class DQNTrainer(Trainer):
         if losses:
             metrics["loss"] = float(np.mean(losses))
         return metrics
+
+    def state(self) -> TrainerState:
+        """``trainer.json`` (counters, ε schedule position, Tianshou's target-sync counter,
+        the numpy generators, the buffer's fill and insertion point), ``optim.pt`` (Adam),
+        ``target.pt`` (the target network, when there is one) and ``buffer.npz`` (the
+        replay buffer's filled rows, when it has any)."""
+        files = {
+            TRAINER: trainer_json(
+                "dqn", decisions=self.decisions, gradient_steps=self.gradient_steps, owed=self._owed,
+                # Tianshou counts gradient steps itself to time the target sync.
+                target_iter=int(self.algorithm._iter), random=random_state_json(self._rng["np"]),
+                buffer=buffer_json(self.buffer)),
+            OPTIM: optimizer_bytes(self.algorithm),
+        }
+        if self.algorithm.model_old is not None:
+            files[TARGET] = module_bytes(self.algorithm.model_old)
+        if len(self.buffer):
+            files[BUFFER] = npz_bytes(buffer_arrays(self.buffer))
+        return files
+
+    def load_state(self, state: TrainerState) -> None:
+        data = read_trainer_json(state, "dqn", ("decisions", "gradient_steps", "owed", "target_iter", "random",
+                                                "buffer"))
+        random = random_state_from_json(data["random"], "random")
+        buffer = data["buffer"] if isinstance(data["buffer"], dict) else {}
+        size = buffer.get("size")
+        arrays = read_npz(state, BUFFER) if size else {}
+        load_buffer(self.buffer, buffer, arrays, BUFFER, self._buffer_widths())
+        if self.algorithm.model_old is not None:
+            load_module(state, TARGET, self.algorithm.model_old)
+        load_optimizer(state, OPTIM, self.algorithm)
+        self.decisions, self.gradient_steps = int(data["decisions"]), int(data["gradient_steps"])
+        self._owed = float(data["owed"])
+        self.algorithm._iter = int(data["target_iter"])
+        self._rng["np"] = random
+        self.policy.eps = self.epsilon()
+
+    def _buffer_widths(self) -> dict[str, tuple[int, ...]]:
+        """The row shape of every array the replay buffer stores (see ``transitions``)."""
+        obs = (feature_dim(self.policy.space.observation_space),)
+        n = (discrete_actions(self.policy.space, "dqn"),)
+        return {"obs.obs": obs, "obs.mask": n, "obs_next.obs": obs, "obs_next.mask": n, "act": (), "rew": (),
+                "terminated": (), "truncated": (), "done": ()}
 
 
 def discrete_actions(space: PolicySpace, algorithm: str) -> int:

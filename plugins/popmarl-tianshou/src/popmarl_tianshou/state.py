@@ -1,0 +1,250 @@
+"""A trainer's state as named files in safe formats, and back.
+
+Torch files hold only tensors and plain containers (written with ``torch.save``, read
+with ``torch.load(..., weights_only=True)``), ``.npz`` files hold plain arrays (read with
+``allow_pickle=False``), JSON holds counters and random-generator states. Anything that
+does not read back, or does not fit the trainer it is loaded into, is a one-line
+:class:`~popmarl.errors.CheckpointError` naming the file.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import pickle
+import zipfile
+from collections.abc import Mapping
+from typing import Any, cast
+
+import numpy as np
+import torch
+from tianshou.algorithm.algorithm_base import Algorithm as TianshouAlgorithm
+from tianshou.data import Batch, ReplayBuffer
+
+from popmarl.errors import CheckpointError
+from popmarl.trainer import TrainerState
+
+#: Version of the files below; a state of another version is refused.
+FORMAT = 1
+TRAINER = "trainer.json"
+
+
+def _file(state: TrainerState, name: str) -> bytes:
+    if name not in state:
+        raise CheckpointError(f"trainer state: file {name!r} is missing (has {sorted(state) or 'none'})")
+    return state[name]
+
+
+# -- the three formats ----------------------------------------------------------------------
+def torch_bytes(obj: Any) -> bytes:
+    """``obj`` (tensors in plain dicts and lists) as a torch file."""
+    out = io.BytesIO()
+    torch.save(obj, out)
+    return out.getvalue()
+
+
+def read_torch(state: TrainerState, name: str) -> Any:
+    """Torch file ``name`` of ``state``, read with ``weights_only=True`` (no code runs)."""
+    try:
+        return torch.load(io.BytesIO(_file(state, name)), map_location="cpu", weights_only=True)
+    except (RuntimeError, EOFError, ValueError, pickle.UnpicklingError, zipfile.BadZipFile) as exc:
+        raise CheckpointError(f"trainer state {name}: not a readable torch file ({_line(exc)})") from None
+
+
+def npz_bytes(arrays: Mapping[str, np.ndarray]) -> bytes:
+    """Plain (non-object) arrays as a compressed ``.npz`` file (replay buffers of
+    one-hot and mostly-zero features shrink about 30-fold)."""
+    out = io.BytesIO()
+    plain: dict[str, Any] = {key: np.asarray(value) for key, value in arrays.items()}
+    np.savez_compressed(out, **plain)
+    return out.getvalue()
+
+
+def read_npz(state: TrainerState, name: str) -> dict[str, np.ndarray]:
+    """The arrays of ``.npz`` file ``name`` of ``state`` (pickled arrays are refused)."""
+    try:
+        with np.load(io.BytesIO(_file(state, name)), allow_pickle=False) as data:
+            return {key: data[key] for key in data.files}
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+        raise CheckpointError(f"trainer state {name}: not a readable .npz file of plain arrays ({_line(exc)})") from None
+
+
+def json_bytes(obj: Any) -> bytes:
+    return json.dumps(obj, sort_keys=True).encode()
+
+
+def read_json(state: TrainerState, name: str) -> dict[str, Any]:
+    try:
+        data = json.loads(_file(state, name))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise CheckpointError(f"trainer state {name}: not valid JSON ({_line(exc)})") from None
+    if not isinstance(data, dict):
+        raise CheckpointError(f"trainer state {name}: expected a JSON object, got {type(data).__name__}")
+    return data
+
+
+def _line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+# -- the trainer's own file -------------------------------------------------------------------
+def trainer_json(kind: str, **fields: Any) -> bytes:
+    """The trainer's counters and generator states, tagged with its kind and :data:`FORMAT`."""
+    return json_bytes({"format": FORMAT, "kind": kind, **fields})
+
+
+def read_trainer_json(state: TrainerState, kind: str, fields: tuple[str, ...]) -> dict[str, Any]:
+    """The trainer's JSON file, checked to be of ``kind`` and to hold ``fields``."""
+    data = read_json(state, TRAINER)
+    if data.get("format") != FORMAT or data.get("kind") != kind:
+        raise CheckpointError(f"trainer state {TRAINER}: holds a {data.get('kind')!r} trainer state of format "
+                              f"{data.get('format')!r}, expected {kind!r} of format {FORMAT}")
+    missing = [field for field in fields if field not in data]
+    if missing:
+        raise CheckpointError(f"trainer state {TRAINER}: missing {', '.join(missing)}")
+    return data
+
+
+def random_state_json(state: Any) -> dict[str, Any]:
+    """A ``numpy.random.get_state()`` tuple (Mersenne Twister) as JSON."""
+    name, keys, pos, has_gauss, gauss = state
+    return {"generator": str(name), "keys": np.asarray(keys, np.uint32).tolist(), "pos": int(pos),
+            "has_gauss": int(has_gauss), "gauss": float(gauss)}
+
+
+def random_state_from_json(data: Any, name: str) -> tuple[str, np.ndarray, int, int, float]:
+    """The inverse of :func:`random_state_json`, checked (``name`` says where it came from)."""
+    try:
+        keys = np.asarray(data["keys"], dtype=np.uint32)
+        state = (str(data["generator"]), keys, int(data["pos"]), int(data["has_gauss"]), float(data["gauss"]))
+        np.random.RandomState().set_state(state)
+    except (KeyError, TypeError, ValueError, OverflowError) as exc:
+        raise CheckpointError(f"trainer state {TRAINER}: {name} is not a numpy generator state ({_line(exc)})") from None
+    return state
+
+
+# -- modules and optimisers -----------------------------------------------------------------
+def module_bytes(module: torch.nn.Module) -> bytes:
+    return torch_bytes({key: value.detach().clone() for key, value in module.state_dict().items()})
+
+
+def load_module(state: TrainerState, name: str, module: torch.nn.Module) -> None:
+    """Load torch file ``name`` into ``module``, which must have exactly its tensors."""
+    tensors = read_torch(state, name)
+    expected = module.state_dict()
+    if not isinstance(tensors, dict) or set(tensors) != set(expected):
+        got = sorted(tensors) if isinstance(tensors, dict) else type(tensors).__name__
+        raise CheckpointError(f"trainer state {name}: holds {got}, this trainer's network has {sorted(expected)}")
+    for key, value in expected.items():
+        if not isinstance(tensors[key], torch.Tensor) or tensors[key].shape != value.shape:
+            got = getattr(tensors[key], "shape", type(tensors[key]).__name__)
+            raise CheckpointError(f"trainer state {name}: {key} has shape {tuple(got)}, this trainer's network "
+                                  f"needs {tuple(value.shape)} (another config?)")
+    module.load_state_dict(tensors)
+
+
+def _torch_optimizer(optim: TianshouAlgorithm.Optimizer) -> torch.optim.Optimizer:
+    # Tianshou's wrapper forwards state_dict/load_state_dict but not the parameters,
+    # which the shape check below needs.
+    return optim._optim
+
+
+def optimizer_bytes(algorithm: TianshouAlgorithm) -> bytes:
+    """The state of ``algorithm``'s optimisers and learning-rate schedulers."""
+    return torch_bytes({"optimizers": [o.state_dict() for o in algorithm._optimizers],
+                        "lr_schedulers": [s.state_dict() for s in algorithm.lr_schedulers]})
+
+
+def load_optimizer(state: TrainerState, name: str, algorithm: TianshouAlgorithm) -> None:
+    """Load :func:`optimizer_bytes` file ``name`` into ``algorithm``'s optimisers."""
+    data = read_torch(state, name)
+    optimizers = data.get("optimizers") if isinstance(data, dict) else None
+    schedulers = data.get("lr_schedulers") if isinstance(data, dict) else None
+    if not isinstance(optimizers, list) or not isinstance(schedulers, list):
+        raise CheckpointError(f"trainer state {name}: not an optimiser state (expected optimizers and lr_schedulers)")
+    if len(optimizers) != len(algorithm._optimizers) or len(schedulers) != len(algorithm.lr_schedulers):
+        raise CheckpointError(f"trainer state {name}: holds {len(optimizers)} optimisers and {len(schedulers)} "
+                              f"schedulers, this trainer has {len(algorithm._optimizers)} and "
+                              f"{len(algorithm.lr_schedulers)}")
+    for optim, saved in zip(algorithm._optimizers, optimizers, strict=True):
+        params = [p for group in _torch_optimizer(optim).param_groups for p in group["params"]]
+        try:
+            slots = saved["state"]
+            for index, slot in slots.items():
+                for key, value in slot.items():
+                    if isinstance(value, torch.Tensor) and value.dim() and value.shape != params[index].shape:
+                        raise ValueError(f"{key} of parameter {index} has shape {tuple(value.shape)}, "
+                                         f"the parameter {tuple(params[index].shape)}")
+            optim.load_state_dict(saved)
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
+            raise CheckpointError(f"trainer state {name}: does not fit this trainer's optimiser ({_line(exc)})") from None
+    for scheduler, saved in zip(algorithm.lr_schedulers, schedulers, strict=True):
+        scheduler.load_state_dict(saved)
+
+
+# -- replay buffers -------------------------------------------------------------------------
+def _flatten(batch: Batch, prefix: str = "") -> dict[str, np.ndarray]:
+    arrays: dict[str, np.ndarray] = {}
+    for key in batch.get_keys():
+        value = batch[key]
+        if isinstance(value, Batch):
+            arrays.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            arrays[prefix + key] = np.asarray(value)
+    return arrays
+
+
+def buffer_arrays(buffer: ReplayBuffer) -> dict[str, np.ndarray]:
+    """The filled rows of ``buffer``'s storage, nested keys joined with ``.``."""
+    return {key: value[:len(buffer)] for key, value in _flatten(cast(Batch, buffer._meta)).items()}
+
+
+def buffer_json(buffer: ReplayBuffer) -> dict[str, Any]:
+    """``buffer``'s capacity, fill, insertion point and sampling generator."""
+    return {"maxsize": buffer.maxsize, "size": len(buffer), "insertion": int(buffer._insertion_idx),
+            "last": int(buffer.last_index[0]), "random": random_state_json(buffer._random_state.get_state())}
+
+
+def load_buffer(buffer: ReplayBuffer, meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray], name: str,
+                widths: Mapping[str, tuple[int, ...]]) -> None:
+    """Refill the empty ``buffer`` from :func:`buffer_json` ``meta`` and the arrays of
+    file ``name``; ``widths`` are the row shapes each array must have."""
+    try:
+        maxsize, size = int(meta["maxsize"]), int(meta["size"])
+        insertion, last = int(meta["insertion"]), int(meta["last"])
+    except (KeyError, TypeError, ValueError):
+        raise CheckpointError(f"trainer state {TRAINER}: buffer needs integer maxsize, size, insertion, last") from None
+    if maxsize != buffer.maxsize:
+        raise CheckpointError(f"trainer state {TRAINER}: the replay buffer holds up to {maxsize} transitions, "
+                              f"this config's buffer_size is {buffer.maxsize}")
+    if not (0 <= size <= maxsize and 0 <= insertion < maxsize and 0 <= last < maxsize):
+        raise CheckpointError(f"trainer state {TRAINER}: buffer size {size}, insertion {insertion}, last {last} "
+                              f"do not fit a capacity of {maxsize}")
+    if size and set(arrays) != set(widths):
+        raise CheckpointError(f"trainer state {name}: holds {sorted(arrays)}, expected {sorted(widths)}")
+    for key, value in arrays.items():
+        if value.shape != (size, *widths[key]) or value.dtype == object:
+            raise CheckpointError(f"trainer state {name}: {key} has shape {value.shape}, expected "
+                                  f"{(size, *widths[key])} (another config?)")
+    random = random_state_from_json(meta.get("random"), "buffer.random")
+    if size:
+        nested: dict[str, Any] = {}
+        for key, value in arrays.items():
+            *parents, leaf = key.split(".")
+            node = nested
+            for parent in parents:
+                node = node.setdefault(parent, {})
+            full = np.zeros((maxsize, *value.shape[1:]), dtype=value.dtype)
+            full[:size] = value
+            node[leaf] = full
+        buffer._meta = Batch(nested)
+    buffer._size, buffer._insertion_idx = size, insertion
+    buffer.last_index[0] = last
+    buffer._random_state.set_state(random)
+
+
+__all__ = ["FORMAT", "TRAINER", "buffer_arrays", "buffer_json", "json_bytes", "load_buffer", "load_module",
+           "load_optimizer", "module_bytes", "npz_bytes", "optimizer_bytes", "random_state_from_json",
+           "random_state_json", "read_json", "read_npz", "read_torch", "read_trainer_json", "torch_bytes",
+           "trainer_json"]
