@@ -40,6 +40,7 @@ from typing import Any
 import torch
 
 import popmarl
+from popmarl.config import RunConfig
 from popmarl.evaluate import evaluate_run, load_run, opponent_pools
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
@@ -52,13 +53,19 @@ MAX_LOSS = 0.02
 EVAL_EPISODES = 1000
 
 
+def _algorithm(config: RunConfig) -> str:
+    """The run's algorithm name (``a/b`` for per-population algorithms)."""
+    spec = config.algorithm
+    return "/".join(sorted({c.name for c in spec.values()})) if isinstance(spec, dict) else spec.name
+
+
 def run(name: str, seed: int, overrides: list[str], out: Path) -> dict[str, Any]:
     config = popmarl.load_config(str(RUNS[name]), [*overrides, f"seed={seed}", "trackers=[]"])
     directory = out / f"{name}-{seed}"
     wall, cpu = time.perf_counter(), time.process_time()
     summary = popmarl.run(config, out=str(directory))
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-    result: dict[str, Any] = {"run": name, "seed": seed, "algorithm": config.algorithm.name,
+    result: dict[str, Any] = {"run": name, "seed": seed, "algorithm": _algorithm(config),
                               "iterations": summary["iterations"], "env_steps": summary["env_steps"],
                               "wall_s": wall, "cpu_s": cpu}
     if name == "tictactoe":

@@ -12,6 +12,7 @@ import json
 import os
 import re
 import shutil
+import zipfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -134,7 +135,7 @@ class RunDirectory:
         try:
             with np.load(path, allow_pickle=False) as data:
                 return {k: data[k] for k in data.files}
-        except (OSError, ValueError, EOFError) as exc:
+        except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
             raise CheckpointError(f"{path}: corrupt or missing policy checkpoint ({exc})") from None
 
     # -- iteration state ------------------------------------------------------------
@@ -220,7 +221,7 @@ class RunDirectory:
         try:
             with np.load(path, allow_pickle=False) as data:
                 arrays = {k: data[k] for k in data.files}
-        except (OSError, ValueError, EOFError) as exc:
+        except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
             raise CheckpointError(f"{path}: corrupt or missing checkpoint arrays ({exc})") from None
         state["history"] = self._read_history(int(state.get("history_length", 0)))
         return state, arrays

@@ -193,6 +193,26 @@ def bad_algorithm_param(ws):
     return ["run", ws.config(algorithm={"params": {"initial": "best"}}), "--out", ws.out]
 
 
+# -- per-population algorithms (``name: None`` drops BASE_CONFIG's one component) ----------
+
+@case("algorithm.player_2: no such population", "the populations are player_0, player_1")
+def algorithm_for_an_unknown_population(ws):
+    return ["run", ws.config(algorithm={"name": None, "player_0": "exact_matrix_br", "player_1": "random",
+                                        "player_2": "random"}), "--out", ws.out]
+
+
+@case("algorithm: no algorithm for population(s) player_1", "the populations are player_0, player_1")
+def algorithm_missing_a_population(ws):
+    return ["run", ws.config(algorithm={"name": None, "player_0": "exact_matrix_br"}), "--out", ws.out]
+
+
+@case("algorithm.player_1.params.initial", "'best'", "first", "uniform")
+def bad_param_of_one_population(ws):
+    return ["run", ws.config(algorithm={"name": None, "player_0": "random",
+                                        "player_1": {"name": "exact_matrix_br", "params": {"initial": "best"}}}),
+            "--out", ws.out]
+
+
 @case("env.params.path", "required")
 def matrix_file_without_path(ws):
     return ["run", ws.config(env={"params": {"game": "file"}}), "--out", ws.out]

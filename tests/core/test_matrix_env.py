@@ -12,7 +12,7 @@ import popmarl
 from popmarl.builtin.matrix_env import MatrixEnv, MixedStrategyPolicy
 from popmarl.errors import ConfigError
 from popmarl.metagame import entropy, expected_payoffs, nash_conv, regrets
-from popmarl.rollout import RolloutWorker
+from popmarl.rollout import OpponentDraw, RolloutWorker, Seating
 from popmarl.spaces import Discrete
 
 from core_helpers import brute_force_nash_conv, brute_force_payoffs, collapsed_strategies, read_summary
@@ -158,9 +158,11 @@ def test_opponent_epsilon_randomises_only_the_opponents_decisions(epsilon: float
     paper or scissors with 2/3): the learner wins or loses each with probability epsilon/3."""
     env = MatrixEnv(game="rps")
     learner, opponent = _mixed([1, 0, 0]), _mixed([1, 0, 0])
-    episodes, _ = RolloutWorker(env=env, num_envs=64).explore(
-        learner=learner, learner_agents=("player_0",), opponents={"player_1": ([opponent], np.ones(1))},
+    played = RolloutWorker(env=env, num_envs=64).explore(
+        learners=[Seating(policy=learner, seats=("player_0",))],
+        opponents=OpponentDraw({"player_1": ([opponent], np.ones(1))}),
         max_episodes=6000, max_steps=None, seed=3, opponent_epsilon=epsilon)
+    (episodes,) = played.episodes
     returns = np.array([e.episode_return for e in episodes])
     assert len(returns) == 6000
     assert all((e.actions == 0).all() for e in episodes)  # the learner's own moves are untouched
@@ -186,10 +188,11 @@ def test_self_play_learner_plays_and_learns_its_drawn_seat_against_copies(learne
     opponent plays scissors, so the learner (paper) loses to it."""
     env = MatrixEnv(game="rps")
     learner = ExploresPaper()
-    scissors = {a: ([_mixed([0, 0, 1])], np.ones(1)) for a in env.agents}
-    episodes, steps = RolloutWorker(env=env, num_envs=64).explore(
-        learner=learner, learner_agents=learner_agents, opponents=scissors, max_episodes=2000, max_steps=None,
-        seed=5, self_play=self_play)
+    scissors = OpponentDraw({a: ([_mixed([0, 0, 1])], np.ones(1)) for a in env.agents})
+    played = RolloutWorker(env=env, num_envs=64).explore(
+        learners=[Seating(policy=learner, seats=learner_agents, one_seat=True)], opponents=scissors,
+        max_episodes=2000, max_steps=None, seed=5, self_play=self_play)
+    (episodes,), steps = played.episodes, played.env_steps
     assert len(episodes) == 2000 and steps == 2 * 2000
     assert {e.agent for e in episodes} == set(learner_agents)
     assert all((e.actions == 1).all() for e in episodes)  # only the exploring learner's moves

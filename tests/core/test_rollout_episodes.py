@@ -12,7 +12,7 @@ import pytest
 from popmarl.env import Env, Step, VectorEnv
 from popmarl.policy import Policy
 from popmarl.records import Episode, Observations
-from popmarl.rollout import RolloutWorker
+from popmarl.rollout import OpponentDraw, RolloutWorker, Seating
 from popmarl.spaces import Box, Discrete
 
 
@@ -88,9 +88,11 @@ class _First(Policy):
 
 
 def _explore(env: Env, seat: str, learner: Policy, opponent: Policy, episodes: int = 5) -> list[Episode]:
-    opponents = {a: ([opponent], np.ones(1)) for a in env.agents}
-    collected, _ = RolloutWorker(env=env, num_envs=2).explore(
-        learner=learner, learner_agents=(seat,), opponents=opponents, max_episodes=episodes, max_steps=None, seed=0)
+    opponents = OpponentDraw({a: ([opponent], np.ones(1)) for a in env.agents})
+    played = RolloutWorker(env=env, num_envs=2).explore(
+        learners=[Seating(policy=learner, seats=(seat,))], opponents=opponents, max_episodes=episodes,
+        max_steps=None, seed=0)
+    (collected,) = played.episodes
     assert len(collected) >= episodes
     return collected
 
@@ -207,9 +209,9 @@ def test_the_env_gets_clipped_box_actions_and_the_episode_keeps_the_policys_own(
 
 def test_opponent_noise_and_idle_games_respect_each_entrys_bounds() -> None:
     env = _Dial()
-    opponents = {a: ([_Constant([0.5, 4.0])], np.ones(1)) for a in env.agents}
+    opponents = OpponentDraw({a: ([_Constant([0.5, 4.0])], np.ones(1)) for a in env.agents})
     # Seat "a" is the opponent's: every decision replaced by a uniform draw from the Box.
-    RolloutWorker(env=env, num_envs=8).explore(learner=_Constant([0.5, 4.0]), learner_agents=("b",),
+    RolloutWorker(env=env, num_envs=8).explore(learners=[Seating(policy=_Constant([0.5, 4.0]), seats=("b",))],
                                                opponents=opponents, max_episodes=3, max_steps=None, seed=0,
                                                opponent_epsilon=1.0)
     applied = np.concatenate(env.received)

@@ -13,10 +13,12 @@ import numpy as np
 import popmarl
 import pytest
 from popmarl.algorithm import PolicySpace
-from popmarl.colearning import CoLearners
-from popmarl.records import Episode, LearnTask, TrainBudget
-from popmarl.rollout import RolloutWorker
+from popmarl.agent import AgentInterface
+from popmarl.learner import Learners
+from popmarl.records import Episode, LearnerInit, LearnerSpec, TrainBudget, TrainTask
+from popmarl.rollout import OpponentDraw, RolloutWorker, Seating
 from popmarl.spaces import Box
+from popmarl.training import run_task
 from popmarl_pettingzoo import PettingZooEnv
 
 from pz_guards import random_actions
@@ -122,27 +124,38 @@ def test_mpe_oracle_episodes_bootstrap_from_the_observation_at_the_cut() -> None
     space = _ppo_space(env, ("agent_0",))
     ppo = popmarl.algorithms.load("ppo")()
     learner = ppo.make_policy(space=space, seed=0)
-    opponents = {a: ([ppo.make_policy(space=space, seed=1)], np.ones(1)) for a in env.agents}
-    episodes, _ = RolloutWorker(env=env, num_envs=3).explore(
-        learner=learner, learner_agents=("agent_0",), opponents=opponents, max_episodes=6, max_steps=None, seed=0)
-    _check_bootstrapped(episodes, space, 4)
+    opponents = OpponentDraw({a: ([ppo.make_policy(space=space, seed=1)], np.ones(1)) for a in env.agents})
+    played = RolloutWorker(env=env, num_envs=3).explore(
+        learners=[Seating(policy=learner, seats=("agent_0",))], opponents=opponents, max_episodes=6, max_steps=None,
+        seed=0)
+    _check_bootstrapped(played.episodes[0], space, 4)
 
 
 def test_marl_co_learning_episodes_bootstrap_from_the_observation_at_the_cut() -> None:
+    """Two learners co-learning in the same games (a train task of several learners, as
+    ``marl`` gives): each updates on its own seat's episodes, cut by the time limit."""
     env = _spread()
-    space = _ppo_space(env, env.agents, "shared")
     ppo = popmarl.algorithms.load("ppo")(batch_size=16, epochs=1)
-    colearners = CoLearners(algorithm=ppo, spaces={"shared": space}, rollout=RolloutWorker(env=env, num_envs=3))
-    seen: list[Episode] = []
-    task = LearnTask(iteration=1, seed=0, learners=("shared",), fixed={}, initial={"shared": "shared/0"},
-                     budget=TrainBudget(max_episodes=4, episodes_per_update=4))
-    initial = ppo.initial_policy(space=space, seed=0)
-    learner_policy, trainer = colearners._learner("shared", task, {"shared/0": initial})
-    update = trainer.update
-    trainer.update = lambda episodes: (seen.extend(episodes), update(episodes))[1]  # type: ignore[method-assign]
-    result = colearners.learn(task, {"shared/0": initial})
+    spaces = {a: _ppo_space(env, (a,), a) for a in env.agents}
+    learners = Learners({a: AgentInterface(space=spaces[a], algorithm=ppo, env=env) for a in env.agents})
+    initial = {f"{a}/0": ppo.initial_policy(space=spaces[a], seed=k) for k, a in enumerate(env.agents)}
+    seen: dict[str, list[Episode]] = {a: [] for a in env.agents}
+    for agent in env.agents:  # start each learner, then record what its trainer is given
+        learner = learners.prepare(LearnerSpec(key=agent, population=agent, seats=(agent,), seed=0,
+                                               init=LearnerInit.start_from(f"{agent}/0")), initial.__getitem__)
+        assert learner.trainer is not None
+        update = learner.trainer.update
+        learner.trainer.update = (  # type: ignore[method-assign]
+            lambda episodes, update=update, agent=agent: (seen[agent].extend(episodes), update(episodes))[1])
+    task = TrainTask(learners=tuple(LearnerSpec(key=a, population=a, seats=(a,), seed=0,
+                                                init=LearnerInit(kind="continue")) for a in env.agents),
+                     seed=0, budget=TrainBudget(max_episodes=4, episodes_per_update=4))
+    result = run_task(task, learners=learners, rollout=RolloutWorker(env=env, num_envs=3),
+                      policy_of=initial.__getitem__)
     assert result.episodes == 4
-    _check_bootstrapped(seen, space, 4)
+    for agent in env.agents:
+        assert {e.agent for e in seen[agent]} == {agent} and len(seen[agent]) == 4
+        _check_bootstrapped(seen[agent], spaces[agent], 4)
 
 
 # -- Box actions with per-entry bounds -------------------------------------------------------
@@ -210,9 +223,10 @@ def test_box_episodes_keep_the_gaussian_sample_and_the_env_gets_it_clipped(dial:
     space = _ppo_space(dial, ("a",))
     ppo = popmarl.algorithms.load("ppo")(log_std_init=2.0)  # std 7.4: most samples past a bound
     learner = ppo.make_policy(space=space, seed=0)
-    opponents = {a: ([ppo.make_policy(space=space, seed=1)], np.ones(1)) for a in dial.agents}
-    episodes, _ = RolloutWorker(env=dial, num_envs=4).explore(
-        learner=learner, learner_agents=("a",), opponents=opponents, max_episodes=20, max_steps=None, seed=0)
+    opponents = OpponentDraw({a: ([ppo.make_policy(space=space, seed=1)], np.ones(1)) for a in dial.agents})
+    (episodes,) = RolloutWorker(env=dial, num_envs=4).explore(
+        learners=[Seating(policy=learner, seats=("a",))], opponents=opponents, max_episodes=20, max_steps=None,
+        seed=0).episodes
     recorded = np.concatenate([e.actions for e in episodes])
     assert len(recorded) == 40 and recorded.dtype == np.float32
     # The policy's own samples (PPO trains on their log-probabilities), past every bound.

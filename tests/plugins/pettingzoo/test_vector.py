@@ -13,7 +13,7 @@ import numpy as np
 import popmarl
 import pytest
 from popmarl.algorithm import PolicySpace
-from popmarl.rollout import RolloutWorker
+from popmarl.rollout import OpponentDraw, RolloutWorker, Seating
 from popmarl.spaces import Box, Discrete
 from popmarl_pettingzoo import PettingZooEnv
 from popmarl_pettingzoo.spaces import ObservationCodec
@@ -213,9 +213,10 @@ def test_explore_rewards_add_up_to_the_returns(module: str, kwargs: dict[str, An
                         action_space=env.action_space(agent))
     random = popmarl.algorithms.load("random")()
     policy, opponent = random.make_policy(space=space, seed=0), random.make_policy(space=space, seed=1)
-    opponents = {a: ([opponent], np.ones(1)) for a in env.agents}
-    episodes, steps = RolloutWorker(env=env, num_envs=4).explore(
-        learner=policy, learner_agents=(agent,), opponents=opponents, max_episodes=12, max_steps=None, seed=0)
+    opponents = OpponentDraw({a: ([opponent], np.ones(1)) for a in env.agents})
+    played = RolloutWorker(env=env, num_envs=4).explore(
+        learners=[Seating(policy=policy, seats=(agent,))], opponents=opponents, max_episodes=12, max_steps=None, seed=0)
+    (episodes,), steps = played.episodes, played.env_steps
     # An episode in which the learner never acts (the opponent folds first in Leduc)
     # leaves no trajectory: at most one per episode played.
     assert 0 < len(episodes) <= 12 and steps > 0

@@ -17,9 +17,11 @@ from popmarl.agent import AgentInterface
 from popmarl.algorithm import Algorithm, PolicySpace
 from popmarl.env import Env, Step, VectorEnv
 from popmarl.policy import Policy
-from popmarl.records import Episode, Observations, Opponents, PolicySpec, TrainBudget, TrainTask
+from popmarl.learner import Learners
+from popmarl.records import Episode, LearnerSpec, Observations, Opponents, PolicySpec, TrainBudget, TrainTask
 from popmarl.rollout import RolloutWorker
 from popmarl.spaces import Box, Discrete
+from popmarl.training import run_task
 
 ALGORITHMS = ("dqn", "ppo", "a2c")
 ACTOR_CRITIC = ("ppo", "a2c")
@@ -136,12 +138,15 @@ def train_against(env: Env, algo: Algorithm, seat: str, opponents: Mapping[str, 
         ids = tuple(f"{agent}/{k}" for k in range(len(mix)))
         lookup.update(zip(ids, (p for p, _ in mix)))
         seats.append(Opponents(agent=agent, population=agent, policy_ids=ids, mixture=np.array([w for _, w in mix])))
-    task = TrainTask(spec=PolicySpec(policy_id=f"{seat}/new", population=seat, algorithm="test", iteration=1),
-                     seed=seed, opponents=tuple(seats), budget=TrainBudget(max_env_steps=steps))
-    agent = AgentInterface(space=policy_space, algorithm=algo, env=env, rollout=RolloutWorker(env=env, num_envs=num_envs))
-    result = agent.train(task, lookup.__getitem__)
+    snapshot = PolicySpec(policy_id=f"{seat}/new", population=seat, algorithm="test", iteration=1)
+    task = TrainTask(learners=(LearnerSpec(key=seat, population=seat, seats=(seat,), seed=seed, snapshot=snapshot),),
+                     seed=seed, opponents=tuple(s for s in seats if s.policy_ids),
+                     budget=TrainBudget(max_env_steps=steps))
+    learners = Learners({seat: AgentInterface(space=policy_space, algorithm=algo, env=env)})
+    (frozen,) = run_task(task, learners=learners, rollout=RolloutWorker(env=env, num_envs=num_envs),
+                         policy_of=lookup.__getitem__).policies
     policy = algo.make_policy(space=policy_space, seed=0)
-    policy.set_weights(result.weights)
+    policy.set_weights(frozen.weights)
     return policy
 
 
