@@ -63,10 +63,12 @@ class Learners:
             return fresh
         if init.kind == "restore":
             assert init.state is not None
-            if (init.state.key, init.state.population) != (spec.key, spec.population):
-                raise LearnerError(f"learner {spec.key} of population {spec.population}: cannot restore the state "
-                                   f"of learner {init.state.key} of population {init.state.population}")
-            self.held[spec.key] = self.rebuild(init.state)
+            if init.state.key != spec.key:
+                raise LearnerError(f"learner {spec.key}: cannot restore the state of learner {init.state.key}")
+            rebuilt = self.rebuild(init.state)
+            if rebuilt.population != spec.population:
+                raise LearnerError(f"learner {spec.key}: of population {rebuilt.population}, not {spec.population}")
+            self.held[spec.key] = rebuilt
         learner = self.held.get(spec.key)
         if learner is None:
             raise LearnerError(f"learner {spec.key}: init continue, but this process holds no such learner "

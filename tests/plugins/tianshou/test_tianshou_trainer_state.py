@@ -21,7 +21,7 @@ from popmarl.builtin.random_policy import UniformRandomPolicy
 from popmarl.errors import CheckpointError
 from popmarl.policy import Policy
 from popmarl.records import Episode, Weights
-from popmarl.rollout import RolloutWorker
+from popmarl.rollout import OpponentDraw, RolloutWorker, Seating
 from popmarl.trainer import Trainer, TrainerState
 from popmarl_tianshou.state import npz_bytes, torch_bytes
 
@@ -53,10 +53,10 @@ def kuhn_collect() -> tuple[PolicySpace, Collect]:
                         action_space=env.action_space("player_0"))
 
     def collect(policy: Policy, rng: np.random.Generator) -> list[Episode]:
-        episodes, _ = worker.explore(learner=policy, learner_agents=("player_0",),
-                                     opponents={"player_1": ([UniformRandomPolicy(2)], np.ones(1))},
-                                     max_episodes=30, max_steps=None, seed=int(rng.integers(2**31)))
-        return episodes
+        played = worker.explore(learners=[Seating(policy=policy, seats=("player_0",))],
+                                opponents=OpponentDraw({"player_1": ([UniformRandomPolicy(2)], np.ones(1))}),
+                                max_episodes=30, max_steps=None, seed=int(rng.integers(2**31)))
+        return played.episodes[0]
 
     return space, collect
 
