@@ -107,7 +107,7 @@ class MARL(IterativeScenario):
             where = f"algorithm.{population}" if named else "algorithm"
             if not agent.learns or agent.answers:
                 what = "is an exact oracle" if agent.answers else "does not learn"
-                raise ConfigError(f"{where}: {agent.algorithm_name} {what}; the marl scenario co-trains every "
+                raise ConfigError(f"{where}: {agent.algorithm_name} {what}; the marl scenario trains every "
                                   "population not in scenario.params.frozen with a learning algorithm "
                                   "(e.g. dqn, ppo, a2c)")
 
