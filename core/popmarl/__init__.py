@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from popmarl.policy import ExplicitPolicy, Policy
     from popmarl.records import (
         Episode,
+        EpisodeBatch,
         EvalResult,
         EvalTask,
         FrozenPolicy,
@@ -85,6 +86,7 @@ _EXPORTS: dict[str, str] = {
     "LearnerSpec": "popmarl.records",
     "LearnerState": "popmarl.records",
     "Episode": "popmarl.records",
+    "EpisodeBatch": "popmarl.records",
     "Observations": "popmarl.records",
     "Opponents": "popmarl.records",
     "PolicySpec": "popmarl.records",
@@ -170,7 +172,7 @@ def run(config: RunConfig, out: str | None = None, *, resume: str | None = None,
 
 __all__ = [
     "AgentInterface", "Algorithm", "Backend", "BestResponseProblem", "Box", "CheckpointError", "Component",
-    "ConfigError", "Discrete", "Env", "Episode", "EvalResult", "EvalTask", "ExactEnv", "ExplicitPolicy",
+    "ConfigError", "Discrete", "Env", "Episode", "EpisodeBatch", "EvalResult", "EvalTask", "ExactEnv", "ExplicitPolicy",
     "FrozenPolicy", "IterativeScenario", "JointOpponents", "LearnerInit", "LearnerSpec", "LearnerState", "MetaSolver", "Observations", "Opponents", "PluginError", "Policy", "PolicySpace", "PolicySpec",
     "PopmarlError", "Registries", "Registry", "ResumeError", "RolloutWorker", "RunContext", "RunInfo", "Scenario",
     "SolverResult", "Step", "Tracker", "TrainBudget", "TrainResult", "TrainTask", "Trainer", "TrainerState",

@@ -17,7 +17,7 @@ import numpy as np
 
 from popmarl.env import Env, Step
 from popmarl.policy import Policy, masked_uniform, sample_rows
-from popmarl.records import Episode, Observations, Weights
+from popmarl.records import EMPTY_EPISODES, EpisodeBatch, Observations, Weights
 from popmarl.spaces import Box, Space
 
 #: Called when a game slot is free, with the env steps taken so far: the policy of
@@ -37,58 +37,111 @@ class Rollouts:
     tags: list[Any]
     returns: np.ndarray
     truncated: np.ndarray
-    episodes: list[list[Episode]]
+    episodes: list[EpisodeBatch]
     env_steps: int
 
 
 class _Recorder:
-    """Accumulates one learner agent's transitions per game slot."""
+    """Records one agent's decisions in learner seats, column-wise: each ``decide``
+    appends a block of rows tagged with the game slot's current episode id, a reward is
+    added to the slot's last row, and finishing a slot's episode files it (or drops it)
+    and opens a new id. :meth:`batch` gathers the filed episodes' rows in one sort."""
 
     def __init__(self, agent: str, num_envs: int) -> None:
         self.agent = agent
-        self.obs: list[list[np.ndarray]] = [[] for _ in range(num_envs)]
-        self.actions: list[list[object]] = [[] for _ in range(num_envs)]
-        self.masks: list[list[np.ndarray]] = [[] for _ in range(num_envs)]
-        self.rewards: list[list[float]] = [[] for _ in range(num_envs)]
+        self._obs: list[np.ndarray] = []
+        self._actions: list[np.ndarray] = []
+        self._masks: list[np.ndarray] = []
+        self._ids: list[np.ndarray] = []
+        self._rewards = np.zeros(1024, dtype=np.float64)
+        self._rows = 0
+        self._episode_of_slot = np.arange(num_envs, dtype=np.int64)
+        self._next_id = num_envs
+        self._last_row = np.full(num_envs, -1, dtype=np.int64)
+        #: Filed episodes by id: (learner, position in its list, return, cut).
+        self.filed: dict[int, tuple[int, int, float, Cut | None]] = {}
 
     def decide(self, env_ids: np.ndarray, batch: Observations, actions: np.ndarray) -> None:
+        n = len(env_ids)
         # Copies: the env owns its step buffers and may reuse them.
-        obs = np.array(batch.obs)
-        masks = None if batch.mask is None else np.array(batch.mask)
-        for row, slot in enumerate(env_ids):
-            self.obs[slot].append(obs[row])
-            self.actions[slot].append(actions[row])
-            if masks is not None:
-                self.masks[slot].append(masks[row])
-            self.rewards[slot].append(0.0)
+        self._obs.append(np.array(batch.obs))
+        self._actions.append(np.array(actions))
+        if batch.mask is not None:
+            self._masks.append(np.array(batch.mask))
+        self._ids.append(self._episode_of_slot[env_ids])
+        if self._rows + n > len(self._rewards):
+            self._rewards = np.concatenate([self._rewards, np.zeros(max(self._rows + n, len(self._rewards)))])
+        self._last_row[env_ids] = np.arange(self._rows, self._rows + n)
+        self._rows += n
 
-    def reward(self, slot: int, reward: float) -> None:
-        if self.rewards[slot]:
-            self.rewards[slot][-1] += reward
+    def reward(self, slots: np.ndarray, rewards: np.ndarray) -> None:
+        """Add each slot's reward to its episode's last decision (none yet: dropped)."""
+        rows = self._last_row[slots]
+        held = rows >= 0
+        self._rewards[rows[held]] += rewards[held]
 
-    def finish(self, slot: int, episode_return: float, cut: Cut | None) -> Episode | None:
-        """The slot's episode: truncated, with the observation ``cut`` (and its mask),
-        when it was cut off with this agent in play; terminated otherwise."""
-        obs = self.obs[slot]
-        episode = None
-        if obs:
-            episode = Episode(
-                agent=self.agent,
-                obs=np.stack(obs),
-                actions=np.asarray(self.actions[slot]),
-                rewards=np.asarray(self.rewards[slot], dtype=np.float32),
-                masks=np.stack(self.masks[slot]) if self.masks[slot] else None,
-                terminated=cut is None,
-                truncated=cut is not None,
-                episode_return=float(episode_return),
-                final_obs=None if cut is None else cut[0],
-                final_mask=None if cut is None else cut[1],
-            )
+    def finish(self, slot: int, learner: int, position: int, episode_return: float, cut: Cut | None) -> int | None:
+        """File the slot's episode for ``learner`` at ``position`` in its list (truncated
+        with the observation ``cut`` when it was cut off with this agent in play) and
+        return its id; None if this agent made no decision in it."""
+        episode = int(self._episode_of_slot[slot]) if self._last_row[slot] >= 0 else None
+        if episode is not None:
+            self.filed[episode] = (learner, position, float(episode_return), cut)
         self.clear(slot)
         return episode
 
     def clear(self, slot: int) -> None:
-        self.obs[slot], self.actions[slot], self.masks[slot], self.rewards[slot] = [], [], [], []
+        """Drop the slot's episode; its next decisions start a new one."""
+        self._episode_of_slot[slot] = self._next_id
+        self._next_id += 1
+        self._last_row[slot] = -1
+
+    def rows_of(self, learner: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None, np.ndarray]:
+        """``learner``'s filed rows in time order: (position of their episode, obs,
+        actions, masks, rewards)."""
+        if not self._ids:
+            empty = np.zeros(0, np.int64)
+            return empty, np.zeros((0,)), empty, None, np.zeros(0)
+        if len(self._ids) > 1:
+            self._obs, self._actions, self._ids = ([np.concatenate(c)] for c in (self._obs, self._actions, self._ids))
+            if self._masks:
+                self._masks = [np.concatenate(self._masks)]
+        position = np.full(self._next_id, -1, dtype=np.int64)
+        for episode, (k, at, _, _) in self.filed.items():
+            if k == learner:
+                position[episode] = at
+        row_position = position[self._ids[0]]
+        rows = np.flatnonzero(row_position >= 0)
+        masks = self._masks[0][rows] if self._masks else None
+        return row_position[rows], self._obs[0][rows], self._actions[0][rows], masks, self._rewards[:self._rows][rows]
+
+
+def _gather(recorders: Sequence[_Recorder], learner: int, order: Sequence[tuple[_Recorder, int]]) -> EpisodeBatch:
+    """``learner``'s episodes, in the order they finished (``order``: the recorder
+    and episode id of each), as one column-wise batch."""
+    if not order:
+        return EMPTY_EPISODES
+    parts = [r.rows_of(learner) for r in recorders]
+    parts = [p for p in parts if len(p[0])]
+    position = np.concatenate([p[0] for p in parts])
+    # Rows by episode position; within an episode, one recorder's rows in time order.
+    rows = np.argsort(position, kind="stable")
+    masks = [p[3] for p in parts]
+    meta = [recorder.filed[episode] for recorder, episode in order]
+    cuts = [cut for _, _, _, cut in meta]
+    counts = np.bincount(position, minlength=len(order))
+    return EpisodeBatch(
+        agents=tuple(recorder.agent for recorder, _ in order),
+        starts=np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
+        obs=np.concatenate([p[1] for p in parts])[rows],
+        actions=np.concatenate([p[2] for p in parts])[rows],
+        rewards=np.concatenate([p[4] for p in parts])[rows].astype(np.float32),
+        masks=None if any(m is None for m in masks) else np.concatenate(masks)[rows],  # type: ignore[arg-type]
+        returns=np.asarray([ret for _, _, ret, _ in meta], dtype=np.float64),
+        truncated=np.asarray([cut is not None for cut in cuts], dtype=bool),
+        final_obs=tuple(None if cut is None else cut[0] for cut in cuts),
+        final_masks=tuple(None if cut is None else cut[1] for cut in cuts),
+    )
 
 
 class _Table:
@@ -264,7 +317,7 @@ class RolloutWorker:
         vec = self.env.vector(num_envs=self.num_envs, seed=env_seed)
         table = _Table(self.agents, self.num_envs)
         learner_of = {id(p): k for k, p in enumerate(learners)}
-        kept: list[list[Episode]] = [[] for _ in learners]
+        kept: list[list[tuple[_Recorder, int]]] = [[] for _ in learners]
         tags: list[Any] = []
         returns: list[np.ndarray] = []
         truncations: list[np.ndarray] = []
@@ -294,8 +347,9 @@ class RolloutWorker:
                 step = vec.step(actions)
                 for agent, rec in recorders.items():
                     column = step.rewards[:, agent_index[agent]]
-                    for rewarded in np.flatnonzero(column):
-                        rec.reward(int(rewarded), float(column[rewarded]))
+                    rewarded = np.flatnonzero(column)
+                    if len(rewarded):
+                        rec.reward(rewarded, column[rewarded])
                 if not len(step.finished):
                     continue
                 live = table.busy[step.finished]
@@ -312,9 +366,9 @@ class RolloutWorker:
                             rec.clear(slot)
                             continue
                         cut = cuts.get((agent, slot)) if step.truncated[row] else None
-                        episode = rec.finish(slot, step.returns[row][agent_index[agent]], cut)
+                        episode = rec.finish(slot, k, len(kept[k]), step.returns[row][agent_index[agent]], cut)
                         if episode is not None:
-                            kept[k].append(episode)
+                            kept[k].append((rec, episode))
                     refill(slot)
         finally:
             vec.close()
@@ -322,7 +376,8 @@ class RolloutWorker:
         all_returns = np.concatenate(returns).astype(float) if returns else np.zeros((0, n_agents))
         all_truncated = np.concatenate(truncations).astype(bool) if truncations else np.zeros(0, bool)
         return Rollouts(tags=tags, returns=all_returns.reshape(len(tags), n_agents), truncated=all_truncated,
-                        episodes=kept, env_steps=steps)
+                        episodes=[_gather(list(recorders.values()), k, order) for k, order in enumerate(kept)],
+                        env_steps=steps)
 
     def _act(
         self,

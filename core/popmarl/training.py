@@ -62,7 +62,7 @@ def run_task(task: TrainTask, *, learners: Learners, rollout: RolloutWorker, pol
             episodes += len(played.tags)
             team_returns.extend(played.returns.sum(axis=1).tolist())
             for (spec, learner), trajectories in zip(training, played.episodes):
-                returns = [e.episode_return for e in trajectories]
+                returns = trajectories.returns.tolist()
                 windows[spec.key].extend(returns)
                 kept[spec.key].played(version, returns)
                 if trajectories:

@@ -25,7 +25,7 @@ import numpy as np
 from tianshou.data import Batch, ReplayBuffer
 
 from popmarl.algorithm import PolicySpace
-from popmarl.records import Episode
+from popmarl.records import Episode, EpisodeBatch
 from popmarl.spaces import Discrete, Space
 
 from popmarl_tianshou.nets import features
@@ -57,50 +57,44 @@ def gym_space(space: Space) -> gym.Space:
 
 def transitions(episodes: Sequence[Episode], space: PolicySpace) -> Batch:
     """The episodes' transitions, episode after episode, as one flat Tianshou batch with
-    ``obs``, ``act``, ``rew``, ``terminated``, ``truncated``, ``done`` and ``obs_next``."""
-    discrete = isinstance(space.action_space, Discrete)
-    obs, obs_next, masks, masks_next, acts, rews, ends, cuts = [], [], [], [], [], [], [], []
-    for episode in episodes:
-        steps = len(episode.actions)
-        if steps == 0:
-            continue
-        x = features(space.observation_space, episode.obs[:steps])
-        cut = episode.truncated and episode.final_obs is not None
-        # After the last decision: the observation at the cut, or a placeholder that a
-        # terminated transition never reads.
-        last = features(space.observation_space, np.asarray(episode.final_obs)[None]) if cut else x[-1:]
-        obs.append(x)
-        obs_next.append(np.concatenate([x[1:], last]))
-        acts.append(np.asarray(episode.actions))
-        rews.append(np.asarray(episode.rewards, dtype=np.float64))
-        end = np.zeros(steps, bool)
-        end[-1] = True
-        ends.append(end)
-        cuts.append(np.full(steps, cut))
-        if discrete:
-            n = space.action_space.n  # type: ignore[union-attr]
-            legal = np.ones((steps, n), bool) if episode.masks is None else np.asarray(episode.masks, bool)
-            masks.append(legal)
-            last_legal = np.ones((1, n), bool)
-            if cut and episode.final_mask is not None and np.any(episode.final_mask):
-                # (No legal action: the learner was not to move at the cut, as in a
-                # turn-based game; its bootstrap then maximises over every action.)
-                last_legal = np.asarray(episode.final_mask, bool).reshape(1, n)
-            masks_next.append(np.concatenate([legal[1:], last_legal]))
-    if not obs:
+    ``obs``, ``act``, ``rew``, ``terminated``, ``truncated``, ``done`` and ``obs_next``
+    (a few numpy calls on an :class:`~popmarl.records.EpisodeBatch`; other sequences of
+    episodes are gathered into one first)."""
+    batch = EpisodeBatch.of(episodes)
+    if not len(batch):
         return Batch()
-    done = np.concatenate(ends)
-    truncated = done & np.concatenate(cuts)
-    act = np.concatenate(acts)
-    act = act.astype(np.int64) if discrete else act.astype(np.float32)
-    if discrete:
-        obs_batch = Batch(obs=np.concatenate(obs), mask=np.concatenate(masks))
-        next_batch = Batch(obs=np.concatenate(obs_next), mask=np.concatenate(masks_next))
-    else:
-        obs_batch = Batch(obs=np.concatenate(obs))
-        next_batch = Batch(obs=np.concatenate(obs_next))
-    return Batch(obs=obs_batch, act=act, rew=np.concatenate(rews), terminated=done & ~truncated,
-                 truncated=truncated, done=done, obs_next=next_batch)
+    x = features(space.observation_space, batch.obs)
+    ends = batch.ends
+    cut = np.flatnonzero(batch.truncated)
+    # After each episode's last decision: the observation at the cut, or a placeholder
+    # that a terminated transition never reads.
+    x_next = np.empty_like(x)
+    x_next[:-1] = x[1:]
+    x_next[ends] = x[ends]
+    if len(cut):
+        x_next[ends[cut]] = features(space.observation_space, np.stack([batch.final_obs[i] for i in cut]))
+    done = np.zeros(len(x), bool)
+    done[ends] = True
+    truncated = np.zeros(len(x), bool)
+    truncated[ends[cut]] = True
+    rew = batch.rewards.astype(np.float64)
+    if not isinstance(space.action_space, Discrete):
+        return Batch(obs=Batch(obs=x), act=batch.actions.astype(np.float32), rew=rew, terminated=done & ~truncated,
+                     truncated=truncated, done=done, obs_next=Batch(obs=x_next))
+    n = space.action_space.n
+    legal = np.ones((len(x), n), bool) if batch.masks is None else batch.masks.astype(bool, copy=False)
+    legal_next = np.empty_like(legal)
+    legal_next[:-1] = legal[1:]
+    # Where the mask at the cut allows no action (the learner was not to move then, as
+    # in a turn-based game), the bootstrap maximises over every action.
+    legal_next[ends] = True
+    for i in cut:
+        final = batch.final_masks[i]
+        if final is not None and np.any(final):
+            legal_next[ends[i]] = np.asarray(final, bool).reshape(n)
+    return Batch(obs=Batch(obs=x, mask=legal), act=batch.actions.astype(np.int64), rew=rew,
+                 terminated=done & ~truncated, truncated=truncated, done=done,
+                 obs_next=Batch(obs=x_next, mask=legal_next))
 
 
 def to_buffer(batch: Batch, *, seed: int = 0) -> ReplayBuffer:
