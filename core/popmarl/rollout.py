@@ -214,22 +214,38 @@ class OpponentDraw:
                  joint: tuple[tuple[str, ...], Sequence[Sequence[Policy]], np.ndarray] | None = None) -> None:
         self.seats = seats
         self.joint = joint
+        # Cumulative probabilities: one uniform draw and a binary search per choice.
+        self._cdf = {agent: _cdf(mixture) for agent, (_, mixture) in seats.items()}
+        self._joint_cdf = None if joint is None else _cdf(joint[2])
 
     def draw(self, rng: np.random.Generator, agents: Sequence[str]) -> dict[str, Policy]:
         """A policy for each of ``agents`` (in order; the joint profile first, if any)."""
         drawn: dict[str, Policy] = {}
         if self.joint is not None:
-            joint_agents, profiles, probabilities = self.joint
-            profile = profiles[int(rng.choice(len(profiles), p=probabilities))]
+            assert self._joint_cdf is not None
+            joint_agents, profiles, _ = self.joint
+            profile = profiles[_choose(self._joint_cdf, rng)]
             drawn.update({a: p for a, p in zip(joint_agents, profile) if a in agents})
         for agent in agents:
             if agent in drawn:
                 continue
             if agent not in self.seats:
                 raise ValueError(f"train task: no opponents for seat {agent} (give a mixture or a joint distribution)")
-            pool, mixture = self.seats[agent]
-            drawn[agent] = pool[int(rng.choice(len(pool), p=mixture))]
+            drawn[agent] = self.seats[agent][0][_choose(self._cdf[agent], rng)]
         return drawn
+
+
+def _cdf(probabilities: np.ndarray) -> np.ndarray:
+    cdf = np.cumsum(np.asarray(probabilities, dtype=float))
+    return cdf / cdf[-1]
+
+
+def _choose(cdf: np.ndarray, rng: np.random.Generator) -> int:
+    """An index drawn with the probabilities whose cumulative sums are ``cdf`` (one
+    with a single entry takes no draw)."""
+    if len(cdf) == 1:
+        return 0
+    return min(int(cdf.searchsorted(rng.random(), side="right")), len(cdf) - 1)
 
 
 class RolloutWorker:

@@ -72,7 +72,7 @@ def transitions(episodes: Sequence[Episode], space: PolicySpace) -> Batch:
     x_next[:-1] = x[1:]
     x_next[ends] = x[ends]
     if len(cut):
-        x_next[ends[cut]] = features(space.observation_space, np.stack([batch.final_obs[i] for i in cut]))
+        x_next[ends[cut]] = features(space.observation_space, np.stack([np.asarray(batch.final_obs[i]) for i in cut]))
     done = np.zeros(len(x), bool)
     done[ends] = True
     truncated = np.zeros(len(x), bool)
