@@ -30,7 +30,7 @@ class RunSetup:
     spaces: Mapping[str, PolicySpace]
     seed: int
     num_envs: int = 64
-    train_num_envs: int = 32
+    train_num_envs: int = 64
     exact_evaluation: str = "auto"
     local_components: Mapping[tuple[str, str], Any] = attrs.field(factory=dict)
 

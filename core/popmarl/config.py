@@ -57,8 +57,8 @@ class TrainingConfig:
     max_env_steps: int | None = attrs.field(default=20_000, validator=optional(at_least_one))
     max_episodes: int | None = attrs.field(default=None, validator=optional(at_least_one))
     max_wall_time_s: float | None = attrs.field(default=None, validator=optional(positive))
-    episodes_per_update: int = attrs.field(default=32, validator=at_least_one)
-    num_envs: int = attrs.field(default=32, validator=at_least_one)
+    episodes_per_update: int = attrs.field(default=128, validator=at_least_one)
+    num_envs: int = attrs.field(default=64, validator=at_least_one)
     window: int = attrs.field(default=100, validator=at_least_one)
     target_return: float | None = None
     target_win_rate: float | None = attrs.field(default=None, validator=optional(unit_interval))

@@ -86,7 +86,7 @@ class TrainBudget:
     max_env_steps: int | None = None
     max_episodes: int | None = None
     max_wall_time_s: float | None = None
-    episodes_per_update: int = 32
+    episodes_per_update: int = 128
     window: int = 100
     target_return: float | None = None
     target_win_rate: float | None = None

@@ -14,7 +14,7 @@ from __future__ import annotations
 import attrs
 from tianshou.algorithm import A2C as TianshouA2C
 from tianshou.algorithm.modelfree.reinforce import ProbabilisticActorPolicy
-from tianshou.algorithm.optim import AdamOptimizerFactory
+from tianshou.algorithm.optim import OptimizerFactory
 
 from popmarl.validators import at_least_one, layer_widths, non_negative, optional, positive, unit_interval
 from popmarl_tianshou.actor_critic import ActorCriticAlgorithm
@@ -48,7 +48,7 @@ class A2C(ActorCriticAlgorithm):
     config: A2CConfig
 
     def tianshou_algorithm(self, *, policy: ProbabilisticActorPolicy, critic: ValueCritic,
-                           optim: AdamOptimizerFactory) -> TianshouA2C:
+                           optim: OptimizerFactory) -> TianshouA2C:
         c = self.config
         return TianshouA2C(policy=policy, critic=critic, optim=optim, vf_coef=c.vf_coef, ent_coef=c.ent_coef,
                            max_grad_norm=c.max_grad_norm, gae_lambda=c.gae_lambda, gamma=c.gamma,

@@ -17,7 +17,7 @@ import torch
 from tianshou.algorithm import A2C as TianshouA2C
 from tianshou.algorithm.modelfree.a2c import A2CTrainingStats
 from tianshou.algorithm.modelfree.reinforce import DiscreteActorPolicy, ProbabilisticActorPolicy
-from tianshou.algorithm.optim import AdamOptimizerFactory
+from tianshou.algorithm.optim import OptimizerFactory
 from tianshou.utils.torch_utils import policy_within_training_step
 
 from popmarl.algorithm import Algorithm, PolicySpace
@@ -29,6 +29,7 @@ from popmarl.trainer import Trainer, TrainerState
 
 from popmarl_tianshou.batching import gym_space, numpy_random, numpy_random_state, to_buffer, transitions
 from popmarl_tianshou.nets import CategoricalActor, GaussianActor, ValueCritic, action_dim, feature_dim, seeded
+from popmarl_tianshou.optim import FusedAdamFactory
 from popmarl_tianshou.policy import CategoricalPolicy, GaussianPolicy, set_torch_threads, uniform_initial
 from popmarl_tianshou.state import (TRAINER, load_module, load_optimizer, module_bytes, optimizer_bytes,
                                     random_state_from_json, random_state_json, read_trainer_json, trainer_json)
@@ -145,11 +146,11 @@ class ActorCriticAlgorithm(Algorithm):
                                                action_scaling=False, action_bound_method=None)
         with seeded(seed + 1):
             critic = ValueCritic(feature_dim(space.observation_space), c.hidden)
-        algorithm = self.tianshou_algorithm(policy=learner, critic=critic, optim=AdamOptimizerFactory(lr=c.lr))
+        algorithm = self.tianshou_algorithm(policy=learner, critic=critic, optim=FusedAdamFactory(lr=c.lr))
         return OnPolicyTrainer(policy=policy, algorithm=algorithm, batch_size=c.batch_size, epochs=c.epochs,
                                seed=seed)
 
     @abstractmethod
     def tianshou_algorithm(self, *, policy: ProbabilisticActorPolicy, critic: ValueCritic,
-                           optim: AdamOptimizerFactory) -> TianshouA2C:
+                           optim: OptimizerFactory) -> TianshouA2C:
         """The configured Tianshou algorithm (A2C or a subclass) that updates ``policy``."""

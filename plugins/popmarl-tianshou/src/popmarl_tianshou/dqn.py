@@ -17,7 +17,6 @@ import numpy as np
 import torch
 from tianshou.algorithm import DQN as TianshouDQN
 from tianshou.algorithm.modelfree.dqn import DiscreteQLearningPolicy
-from tianshou.algorithm.optim import AdamOptimizerFactory
 from tianshou.data import Batch, ReplayBuffer
 from tianshou.utils.torch_utils import policy_within_training_step, torch_train_mode
 
@@ -31,6 +30,7 @@ from popmarl.validators import at_least_one, layer_widths, non_negative, optiona
 
 from popmarl_tianshou.batching import append, gym_space, numpy_random, numpy_random_state, transitions
 from popmarl_tianshou.nets import QNet, feature_dim, seeded
+from popmarl_tianshou.optim import FusedAdamFactory
 from popmarl_tianshou.policy import QPolicy, set_torch_threads, uniform_initial
 from popmarl_tianshou.state import (TRAINER, buffer_arrays, buffer_json, load_buffer, load_module, load_optimizer,
                                     module_bytes, npz_bytes, optimizer_bytes, random_state_from_json,
@@ -56,7 +56,7 @@ class DQNConfig:
     batch_size: int = attrs.field(default=256, validator=at_least_one)
     buffer_size: int = attrs.field(default=50_000, validator=at_least_one)
     learning_starts: int = attrs.field(default=1_000, validator=non_negative)
-    updates_per_step: float = attrs.field(default=0.25, validator=positive)
+    updates_per_step: float = attrs.field(default=0.0625, validator=positive)
     target_update_freq: int = attrs.field(default=200, validator=non_negative)
     double: bool = True
     eps_start: float = attrs.field(default=1.0, validator=unit_interval)
@@ -92,7 +92,7 @@ class DQNTrainer(Trainer):
         self.config = config
         learner = DiscreteQLearningPolicy(model=policy.qnet, action_space=gym_space(policy.space.action_space))
         self.algorithm = MaskedDQN(
-            policy=learner, optim=AdamOptimizerFactory(lr=config.lr), gamma=config.gamma,
+            policy=learner, optim=FusedAdamFactory(lr=config.lr), gamma=config.gamma,
             n_step_return_horizon=config.n_step, target_update_freq=config.target_update_freq,
             is_double=config.double, huber_loss_delta=config.huber_delta,
         )

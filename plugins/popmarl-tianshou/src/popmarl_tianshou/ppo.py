@@ -14,7 +14,7 @@ from __future__ import annotations
 import attrs
 from tianshou.algorithm import PPO as TianshouPPO
 from tianshou.algorithm.modelfree.reinforce import ProbabilisticActorPolicy
-from tianshou.algorithm.optim import AdamOptimizerFactory
+from tianshou.algorithm.optim import OptimizerFactory
 
 from popmarl.validators import at_least_one, layer_widths, non_negative, optional, positive, unit_interval
 from popmarl_tianshou.actor_critic import ActorCriticAlgorithm
@@ -42,7 +42,7 @@ class PPOConfig:
     vf_coef: float = attrs.field(default=0.5, validator=non_negative)
     ent_coef: float = attrs.field(default=0.01, validator=non_negative)
     max_grad_norm: float | None = attrs.field(default=0.5, validator=optional(positive))
-    batch_size: int | None = attrs.field(default=128, validator=optional(at_least_one))
+    batch_size: int | None = attrs.field(default=256, validator=optional(at_least_one))
     epochs: int = attrs.field(default=4, validator=at_least_one)
     log_std_init: float = -0.5
     deterministic_eval: bool = False
@@ -56,7 +56,7 @@ class PPO(ActorCriticAlgorithm):
     config: PPOConfig
 
     def tianshou_algorithm(self, *, policy: ProbabilisticActorPolicy, critic: ValueCritic,
-                           optim: AdamOptimizerFactory) -> TianshouPPO:
+                           optim: OptimizerFactory) -> TianshouPPO:
         c = self.config
         return TianshouPPO(
             policy=policy, critic=critic, optim=optim, eps_clip=c.clip, value_clip=c.value_clip,
