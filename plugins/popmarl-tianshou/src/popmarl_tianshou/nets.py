@@ -51,18 +51,24 @@ def mlp(in_dim: int, hidden: Sequence[int], out_dim: int, *, out_gain: float | N
     return nn.Sequential(*layers)
 
 
-def split_obs(obs: Any) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Features and legal-action mask (``None`` if absent) of a module input."""
+def split_obs(obs: Any, device: torch.device | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Features and legal-action mask (``None`` if absent) of a module input, on
+    ``device`` (the module's: a trainer on a GPU feeds it numpy batches)."""
     mask = None
     if hasattr(obs, "obs"):
         mask = getattr(obs, "mask", None)
         obs = obs.obs
-    x = torch.as_tensor(obs, dtype=torch.float32)
+    x = torch.as_tensor(obs, dtype=torch.float32, device=device)
     if x.dim() == 1:
         x = x.unsqueeze(0)
     if mask is not None:
-        mask = torch.as_tensor(mask, dtype=torch.bool)
+        mask = torch.as_tensor(mask, dtype=torch.bool, device=device)
     return x, mask
+
+
+def module_device(module: nn.Module) -> torch.device:
+    """The device of ``module``'s parameters."""
+    return next(module.parameters()).device
 
 
 def mask_logits(logits: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
@@ -80,7 +86,7 @@ class QNet(nn.Module):
         self.net = mlp(obs_dim, hidden, n_actions)
 
     def forward(self, obs: Any, state: Any = None, info: Any = None) -> tuple[torch.Tensor, Any]:
-        x, _ = split_obs(obs)
+        x, _ = split_obs(obs, module_device(self))
         return self.net(x), state
 
 
@@ -92,7 +98,7 @@ class CategoricalActor(nn.Module):
         self.net = mlp(obs_dim, hidden, n_actions, out_gain=0.01)
 
     def forward(self, obs: Any, state: Any = None, info: Any = None) -> tuple[torch.Tensor, Any]:
-        x, mask = split_obs(obs)
+        x, mask = split_obs(obs, module_device(self))
         return mask_logits(self.net(x), mask), state
 
 
@@ -106,7 +112,7 @@ class GaussianActor(nn.Module):
         self.log_std = nn.Parameter(torch.full((action_dim,), float(log_std_init)))
 
     def forward(self, obs: Any, state: Any = None, info: Any = None) -> tuple[tuple[torch.Tensor, torch.Tensor], Any]:
-        x, _ = split_obs(obs)
+        x, _ = split_obs(obs, module_device(self))
         loc = self.net(x)
         return (loc, self.log_std.exp().expand_as(loc)), state
 
@@ -119,7 +125,7 @@ class ValueCritic(nn.Module):
         self.net = mlp(obs_dim, hidden, 1)
 
     def forward(self, obs: Any, **kwargs: Any) -> torch.Tensor:
-        x, _ = split_obs(obs)
+        x, _ = split_obs(obs, module_device(self))
         return self.net(x)
 
 
@@ -139,5 +145,5 @@ def seeded(seed: int) -> Iterator[None]:
 
 __all__ = [
     "CategoricalActor", "GaussianActor", "QNet", "ValueCritic", "action_dim", "feature_dim",
-    "features", "mask_logits", "mlp", "seeded", "split_obs",
+    "features", "mask_logits", "mlp", "module_device", "seeded", "split_obs",
 ]
