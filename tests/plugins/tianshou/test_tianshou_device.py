@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from tianshou.data import Batch
 from tianshou_helpers import ALGORITHMS, BOX_SPACE, Bandit, algorithm, box_episodes
 
 import popmarl
@@ -25,6 +26,7 @@ from popmarl.policy import Policy
 from popmarl.records import Episode
 from popmarl.trainer import Trainer
 from popmarl_tianshou.device import Placement, resolve_device
+from popmarl_tianshou.nets import CategoricalActor, GaussianActor, QNet, ValueCritic
 from popmarl_tianshou.policy import TorchPolicy
 
 SMALL: dict[str, dict[str, Any]] = {
@@ -189,3 +191,31 @@ def test_the_copy_path_trains_exactly_as_the_shared_path(name: str, space: Polic
         assert trainer.update(episodes) == metrics
         assert all(np.array_equal(v, shared_policy.get_weights()[k]) for k, v in policy.get_weights().items())
         assert trainer.state() == shared.state()
+
+
+# -- networks feed their inputs to their own device ------------------------------------------
+NETS = {
+    "qnet": lambda: QNet(4, 3, [8]),
+    "categorical": lambda: CategoricalActor(4, 3, [8]),
+    "gaussian": lambda: GaussianActor(4, 2, [8], log_std_init=-0.5),
+    "critic": lambda: ValueCritic(4, [8]),
+}
+
+
+@pytest.mark.parametrize("name", NETS)
+def test_a_network_moved_to_a_device_takes_numpy_batches_there(name: str) -> None:
+    """What a trainer on a GPU does with Tianshou's numpy batches, on torch's ``meta``
+    device (shapes without data), which any machine has; back on the CPU, the inputs
+    stay where they are (None: no transfer on the acting path)."""
+    net = NETS[name]()
+    obs = Batch(obs=np.eye(4, dtype=np.float32)[[0, 1]], mask=np.array([[True, False, True], [True, True, False]]))
+    assert net.input_device is None
+    net.to("meta")
+    assert net.input_device == torch.device("meta")
+    out = net(obs) if name == "critic" else net(obs)[0]
+    for tensor in out if isinstance(out, tuple) else (out,):
+        assert tensor.device.type == "meta" and tensor.shape[0] == 2
+    net.to_empty(device="cpu")
+    assert net.input_device is None
+    out = net(obs) if name == "critic" else net(obs)[0]
+    assert all(t.device.type == "cpu" for t in (out if isinstance(out, tuple) else (out,)))
