@@ -16,14 +16,16 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+import yaml
 from tianshou.data import Batch
-from tianshou_helpers import ALGORITHMS, BOX_SPACE, Bandit, algorithm, box_episodes
+from tianshou_helpers import ALGORITHMS, BOX_SPACE, Bandit, algorithm, box_episodes, run_psro
 
 import popmarl
 from popmarl.algorithm import Algorithm, PolicySpace
 from popmarl.errors import ConfigError
 from popmarl.policy import Policy
 from popmarl.records import Episode
+from popmarl.rundir import RunDirectory
 from popmarl.trainer import Trainer
 from popmarl_tianshou.device import Placement, resolve_device
 from popmarl_tianshou.nets import CategoricalActor, GaussianActor, QNet, ValueCritic
@@ -84,6 +86,20 @@ def test_cpu_and_auto_train_the_policys_own_modules_and_publish_cpu_arrays(name:
     assert all(isinstance(value, np.ndarray) for value in after.values())
     assert any(not np.array_equal(before[key], after[key]) for key in before), "the update changed nothing"
     assert all(p.device.type == "cpu" for p in parameters(policy))
+
+
+@pytest.mark.parametrize("name", ALGORITHMS)
+def test_a_run_with_device_cpu_trains_and_stores_cpu_arrays(tmp_path: Path, name: str) -> None:
+    summary, run_dir = run_psro(tmp_path, name, env={"name": "matrix", "params": {"game": "rps"}},
+                                algorithm={"name": name, "params": {"device": "cpu", "hidden": [16]}},
+                                solver={"name": "uniform"}, stopping={"max_iterations": 1},
+                                training={"max_env_steps": 600, "num_envs": 16})
+    assert summary["status"] == "completed"
+    assert yaml.safe_load((run_dir / "config.yaml").read_text())["algorithm"]["params"]["device"] == "cpu"
+    stored = RunDirectory(run_dir)
+    trained = stored.load_policy("player_0/1")
+    assert all(isinstance(value, np.ndarray) and value.dtype != object for value in trained.values())
+    assert not trained["initial.uniform"]
 
 
 # -- a GPU torch does not see, and malformed values ---------------------------------------
