@@ -37,6 +37,20 @@ from popmarl_ray.placement import Placement
 from popmarl_ray.servers import EpisodeServerActor, ParameterServerActor
 
 
+def unused_gpus(config: RayConfig, setup: RunSetup) -> str | None:
+    """A warning when learner actors reserve GPUs (``num_gpus_per_learner``) that an
+    algorithm configured with ``device: cpu`` will leave idle; None otherwise. (With
+    ``device: auto`` a learner actor trains on the GPU Ray assigned it.)"""
+    if not config.num_gpus_per_learner:
+        return None
+    on_cpu = sorted(p for p, (_, params) in setup.algorithms.items() if dict(params or {}).get("device") == "cpu")
+    if not on_cpu:
+        return None
+    return (f"ray backend: num_gpus_per_learner reserves {config.num_gpus_per_learner:g} GPU per learner, but the "
+            f"algorithm of {', '.join(on_cpu)} has device: cpu and leaves it idle; use device: auto (or cuda) to "
+            "train on it, or num_gpus_per_learner: 0")
+
+
 @cache
 def remote(cls: type) -> Any:
     """The Ray actor class of ``cls`` (made once per process)."""
@@ -77,6 +91,9 @@ class RayBackend(Backend):
         self.populations = tuple(setup.mapping.populations)
         self.placement = Placement(self.populations)
         self._check_resources()
+        unused = unused_gpus(config, setup)
+        if unused:
+            warnings.warn(unused, stacklevel=2)
         local = local_components(setup)
         servers = self.servers = Servers(
             make={"params": lambda: remote(ParameterServerActor).options(num_cpus=0).remote(),

@@ -27,7 +27,12 @@ class RayConfig:
     cluster. An already initialised Ray (a notebook, a test session) is reused either way.
     ``num_rollout_workers`` actors, each stepping ``num_envs_per_worker`` games (null: the
     run's ``evaluation.num_envs`` / ``training.num_envs``), play the rollouts and fill the
-    payoff table. One learner actor per population trains (or runs the exact oracle).
+    payoff table. One learner actor per population trains (or runs the exact oracle),
+    with ``num_cpus_per_learner`` CPUs and ``num_gpus_per_learner`` GPUs reserved: Ray
+    makes the GPUs it assigns the only ones the actor sees (``CUDA_VISIBLE_DEVICES``), so
+    a torch algorithm with ``device: auto`` (popmarl-tianshou's default) trains on its
+    GPU there, while rollout workers act on the CPU. With ``device: cpu`` the reserved
+    GPU stays idle (the run warns).
     Learners train asynchronously: episodes played with weights more than
     ``max_staleness`` versions older than the learner's newest are dropped (for an
     on-policy algorithm, ppo or a2c, every episode not of its newest version). A task whose

@@ -18,6 +18,7 @@ from tianshou.algorithm.optim import OptimizerFactory
 
 from popmarl.validators import at_least_one, layer_widths, non_negative, optional, positive, unit_interval
 from popmarl_tianshou.actor_critic import ActorCriticAlgorithm
+from popmarl_tianshou.device import device_validator
 from popmarl_tianshou.nets import ValueCritic
 
 
@@ -25,7 +26,9 @@ from popmarl_tianshou.nets import ValueCritic
 class A2CConfig:
     """A2C. Each update takes ``epochs`` passes over the episodes just collected, in
     minibatches of ``batch_size`` transitions (``None``: one step on the whole batch).
-    ``log_std_init`` and ``deterministic_eval`` apply to Box actions only."""
+    ``log_std_init`` and ``deterministic_eval`` apply to Box actions only. ``device`` is
+    where the updates run (``auto``, ``cpu``, ``cuda``, ``cuda:N``; see
+    :mod:`popmarl_tianshou.device`)."""
 
     lr: float = attrs.field(default=1e-3, validator=positive)
     hidden: list[int] = attrs.field(factory=lambda: [128, 128], validator=layer_widths)
@@ -39,6 +42,7 @@ class A2CConfig:
     log_std_init: float = -0.5
     deterministic_eval: bool = False
     torch_threads: int = attrs.field(default=1, validator=at_least_one)
+    device: str = attrs.field(default="auto", validator=device_validator)
 
 
 class A2C(ActorCriticAlgorithm):

@@ -28,6 +28,7 @@ from popmarl.spaces import Discrete
 from popmarl.trainer import Trainer, TrainerState
 
 from popmarl_tianshou.batching import gym_space, numpy_random, numpy_random_state, to_buffer, transitions
+from popmarl_tianshou.device import DeviceCopies, OnDevice
 from popmarl_tianshou.nets import CategoricalActor, GaussianActor, ValueCritic, action_dim, feature_dim, seeded
 from popmarl_tianshou.optim import FusedAdamFactory
 from popmarl_tianshou.policy import CategoricalPolicy, GaussianPolicy, set_torch_threads, uniform_initial
@@ -48,12 +49,14 @@ CRITIC, OPTIM = "critic.pt", "optim.pt"
 
 
 class OnPolicyTrainer(Trainer):
-    """Trains an actor (and its own critic) on each batch of fresh episodes."""
+    """Trains an actor (and its own critic) on each batch of fresh episodes; ``copies``
+    says whether ``algorithm`` trains the policy's actor itself or its device copy."""
 
     def __init__(self, *, policy: ActorPolicy, algorithm: TianshouA2C, batch_size: int | None, epochs: int,
-                 seed: int) -> None:
+                 seed: int, copies: DeviceCopies) -> None:
         self.policy = policy
         self.algorithm = algorithm
+        self.copies = copies
         self.batch_size = batch_size
         self.epochs = epochs
         self._rng = numpy_random_state(seed)
@@ -63,7 +66,7 @@ class OnPolicyTrainer(Trainer):
         batch = transitions(episodes, self.policy.space)
         if not len(batch):
             return {}
-        with policy_within_training_step(self.algorithm.policy), numpy_random(self._rng):
+        with self.copies.training(), policy_within_training_step(self.algorithm.policy), numpy_random(self._rng):
             # A2C and PPO (a subclass) both report A2CTrainingStats.
             stats = cast(A2CTrainingStats, self.algorithm.update(to_buffer(batch), batch_size=self.batch_size,
                                                                   repeat=self.epochs))
@@ -103,11 +106,11 @@ class OnPolicyTrainer(Trainer):
         return type(self.algorithm).__name__.lower()
 
 
-class ActorCriticAlgorithm(Algorithm):
+class ActorCriticAlgorithm(OnDevice, Algorithm):
     """An actor-critic oracle; subclasses say which Tianshou update they use.
 
     Their configs have at least ``lr``, ``hidden``, ``batch_size``, ``epochs``,
-    ``log_std_init``, ``deterministic_eval`` and ``torch_threads``.
+    ``log_std_init``, ``deterministic_eval``, ``torch_threads`` and ``device``.
 
     On-policy (:attr:`~popmarl.algorithm.Algorithm.on_policy`): Tianshou computes the
     behaviour log-probabilities (PPO's "old" ones) and the advantages with the weights
@@ -135,20 +138,22 @@ class ActorCriticAlgorithm(Algorithm):
         if not isinstance(policy, CategoricalPolicy | GaussianPolicy):
             raise TypeError(f"{type(self).__name__} trains an actor policy, got {type(policy).__name__}")
         c = self.config
+        copies = DeviceCopies(self.placement())
+        actor = copies.of(policy.actor)
         learner: ProbabilisticActorPolicy
         # Our actors are plain modules with Tianshou's actor call signature (duck-typed).
         if isinstance(policy, CategoricalPolicy):
-            learner = DiscreteActorPolicy(actor=policy.actor,  # type: ignore[arg-type]
+            learner = DiscreteActorPolicy(actor=actor,  # type: ignore[arg-type]
                                           action_space=gym_space(space.action_space))
         else:
-            learner = ProbabilisticActorPolicy(actor=policy.actor, dist_fn=gaussian,  # type: ignore[arg-type]
+            learner = ProbabilisticActorPolicy(actor=actor, dist_fn=gaussian,  # type: ignore[arg-type]
                                                action_space=gym_space(space.action_space),
                                                action_scaling=False, action_bound_method=None)
         with seeded(seed + 1):
-            critic = ValueCritic(feature_dim(space.observation_space), c.hidden)
+            critic = ValueCritic(feature_dim(space.observation_space), c.hidden).to(copies.device)
         algorithm = self.tianshou_algorithm(policy=learner, critic=critic, optim=FusedAdamFactory(lr=c.lr))
         return OnPolicyTrainer(policy=policy, algorithm=algorithm, batch_size=c.batch_size, epochs=c.epochs,
-                               seed=seed)
+                               seed=seed, copies=copies)
 
     @abstractmethod
     def tianshou_algorithm(self, *, policy: ProbabilisticActorPolicy, critic: ValueCritic,

@@ -29,6 +29,7 @@ from popmarl.trainer import Trainer, TrainerState
 from popmarl.validators import at_least_one, layer_widths, non_negative, optional, positive, unit_interval
 
 from popmarl_tianshou.batching import append, gym_space, numpy_random, numpy_random_state, transitions
+from popmarl_tianshou.device import DeviceCopies, OnDevice, Placement, device_validator
 from popmarl_tianshou.nets import QNet, feature_dim, seeded
 from popmarl_tianshou.optim import FusedAdamFactory
 from popmarl_tianshou.policy import QPolicy, set_torch_threads, uniform_initial
@@ -45,8 +46,10 @@ class DQNConfig:
     transition once the buffer holds ``learning_starts``; the target network is synced
     every ``target_update_freq`` gradient steps (0: no target network); ε decays
     linearly from ``eps_start`` to ``eps_end`` over ``eps_decay_steps``. ``huber_delta``
-    switches the TD loss from squared error to Huber. The defaults are tuned as PSRO
-    oracles for Kuhn and Leduc poker (returns of a few chips, episodes of a few steps).
+    switches the TD loss from squared error to Huber. ``device`` is where the gradient
+    steps run (``auto``, ``cpu``, ``cuda``, ``cuda:N``; see :mod:`popmarl_tianshou.device`).
+    The defaults are tuned as PSRO oracles for Kuhn and Leduc poker (returns of a few
+    chips, episodes of a few steps).
     """
 
     lr: float = attrs.field(default=1e-3, validator=positive)
@@ -64,6 +67,7 @@ class DQNConfig:
     eps_decay_steps: int = attrs.field(default=10_000, validator=at_least_one)
     huber_delta: float | None = attrs.field(default=None, validator=optional(positive))
     torch_threads: int = attrs.field(default=1, validator=at_least_one)
+    device: str = attrs.field(default="auto", validator=device_validator)
 
 
 class MaskedDQN(TianshouDQN):
@@ -85,12 +89,15 @@ OPTIM, TARGET, BUFFER = "optim.pt", "target.pt", "buffer.npz"
 
 class DQNTrainer(Trainer):
     """Feeds episodes into a replay buffer and takes gradient steps on the learner's
-    Q-network; publishes the current ε through the policy's weights."""
+    Q-network (or its copy on ``placement``'s device, see :class:`DeviceCopies`);
+    publishes the current ε through the policy's weights."""
 
-    def __init__(self, *, policy: QPolicy, config: DQNConfig, seed: int) -> None:
+    def __init__(self, *, policy: QPolicy, config: DQNConfig, seed: int, placement: Placement | None = None) -> None:
         self.policy = policy
         self.config = config
-        learner = DiscreteQLearningPolicy(model=policy.qnet, action_space=gym_space(policy.space.action_space))
+        self.copies = DeviceCopies(placement or Placement.of(config.device))
+        learner = DiscreteQLearningPolicy(model=self.copies.of(policy.qnet),
+                                          action_space=gym_space(policy.space.action_space))
         self.algorithm = MaskedDQN(
             policy=learner, optim=FusedAdamFactory(lr=config.lr), gamma=config.gamma,
             n_step_return_horizon=config.n_step, target_update_freq=config.target_update_freq,
@@ -122,8 +129,8 @@ class DQNTrainer(Trainer):
             algorithm = self.algorithm
             # Tianshou's update(buffer, sample_size) per step, with the train-mode and
             # training-step switches set once for all steps (they walk every module).
-            with policy_within_training_step(algorithm.policy), torch_train_mode(algorithm), \
-                    numpy_random(self._rng):
+            with self.copies.training(), policy_within_training_step(algorithm.policy), \
+                    torch_train_mode(algorithm), numpy_random(self._rng):
                 for _ in range(steps):
                     sample, indices = self.buffer.sample(c.batch_size)
                     sample = algorithm._preprocess_batch(sample, self.buffer, indices)
@@ -187,7 +194,7 @@ def discrete_actions(space: PolicySpace, algorithm: str) -> int:
     return space.action_space.n
 
 
-class DQN(Algorithm):
+class DQN(OnDevice, Algorithm):
     """Double DQN oracle over discrete, masked actions. Off-policy (it learns from a
     replay buffer), so on the ray backend it also learns from episodes played with
     weights up to ``max_staleness`` versions old."""
@@ -209,4 +216,4 @@ class DQN(Algorithm):
     def make_trainer(self, *, policy: Policy, space: PolicySpace, seed: int) -> DQNTrainer:
         if not isinstance(policy, QPolicy):
             raise TypeError(f"dqn trains a QPolicy, got {type(policy).__name__}")
-        return DQNTrainer(policy=policy, config=self.config, seed=seed)
+        return DQNTrainer(policy=policy, config=self.config, seed=seed, placement=self.placement())

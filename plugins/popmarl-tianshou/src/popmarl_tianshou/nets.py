@@ -51,18 +51,33 @@ def mlp(in_dim: int, hidden: Sequence[int], out_dim: int, *, out_gain: float | N
     return nn.Sequential(*layers)
 
 
-def split_obs(obs: Any) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Features and legal-action mask (``None`` if absent) of a module input."""
+def split_obs(obs: Any, device: torch.device | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Features and legal-action mask (``None`` if absent) of a module input, on
+    ``device`` (the module's: a trainer on a GPU feeds it numpy batches)."""
     mask = None
     if hasattr(obs, "obs"):
         mask = getattr(obs, "mask", None)
         obs = obs.obs
-    x = torch.as_tensor(obs, dtype=torch.float32)
+    x = torch.as_tensor(obs, dtype=torch.float32, device=device)
     if x.dim() == 1:
         x = x.unsqueeze(0)
     if mask is not None:
-        mask = torch.as_tensor(mask, dtype=torch.bool)
+        mask = torch.as_tensor(mask, dtype=torch.bool, device=device)
     return x, mask
+
+
+class Net(nn.Module):
+    """A module that puts its numpy inputs where its parameters are: ``input_device``
+    is None on the CPU (acting pays nothing for it) and the device after ``to(device)``
+    (kept up to date by ``_apply``, which ``to``, ``cuda`` and ``cpu`` call)."""
+
+    input_device: torch.device | None = None
+
+    def _apply(self, fn: Any, recurse: bool = True) -> Net:
+        module = super()._apply(fn, recurse)
+        device = next(self.parameters()).device
+        self.input_device = None if device.type == "cpu" else device
+        return module
 
 
 def mask_logits(logits: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
@@ -72,7 +87,7 @@ def mask_logits(logits: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor
     return logits.masked_fill(~mask, float("-inf"))
 
 
-class QNet(nn.Module):
+class QNet(Net):
     """State-action values ``[B, n_actions]`` (raw; Tianshou's DQN policy masks them)."""
 
     def __init__(self, obs_dim: int, n_actions: int, hidden: Sequence[int]) -> None:
@@ -80,11 +95,11 @@ class QNet(nn.Module):
         self.net = mlp(obs_dim, hidden, n_actions)
 
     def forward(self, obs: Any, state: Any = None, info: Any = None) -> tuple[torch.Tensor, Any]:
-        x, _ = split_obs(obs)
+        x, _ = split_obs(obs, self.input_device)
         return self.net(x), state
 
 
-class CategoricalActor(nn.Module):
+class CategoricalActor(Net):
     """Action logits ``[B, n_actions]``, -inf on illegal actions when a mask is given."""
 
     def __init__(self, obs_dim: int, n_actions: int, hidden: Sequence[int]) -> None:
@@ -92,11 +107,11 @@ class CategoricalActor(nn.Module):
         self.net = mlp(obs_dim, hidden, n_actions, out_gain=0.01)
 
     def forward(self, obs: Any, state: Any = None, info: Any = None) -> tuple[torch.Tensor, Any]:
-        x, mask = split_obs(obs)
+        x, mask = split_obs(obs, self.input_device)
         return mask_logits(self.net(x), mask), state
 
 
-class GaussianActor(nn.Module):
+class GaussianActor(Net):
     """Mean and standard deviation ``([B, A], [B, A])`` of a diagonal Gaussian; the log
     standard deviation is a learned, state-independent parameter."""
 
@@ -106,12 +121,12 @@ class GaussianActor(nn.Module):
         self.log_std = nn.Parameter(torch.full((action_dim,), float(log_std_init)))
 
     def forward(self, obs: Any, state: Any = None, info: Any = None) -> tuple[tuple[torch.Tensor, torch.Tensor], Any]:
-        x, _ = split_obs(obs)
+        x, _ = split_obs(obs, self.input_device)
         loc = self.net(x)
         return (loc, self.log_std.exp().expand_as(loc)), state
 
 
-class ValueCritic(nn.Module):
+class ValueCritic(Net):
     """State values ``[B, 1]``."""
 
     def __init__(self, obs_dim: int, hidden: Sequence[int]) -> None:
@@ -119,7 +134,7 @@ class ValueCritic(nn.Module):
         self.net = mlp(obs_dim, hidden, 1)
 
     def forward(self, obs: Any, **kwargs: Any) -> torch.Tensor:
-        x, _ = split_obs(obs)
+        x, _ = split_obs(obs, self.input_device)
         return self.net(x)
 
 
@@ -139,5 +154,5 @@ def seeded(seed: int) -> Iterator[None]:
 
 __all__ = [
     "CategoricalActor", "GaussianActor", "QNet", "ValueCritic", "action_dim", "feature_dim",
-    "features", "mask_logits", "mlp", "seeded", "split_obs",
+    "Net", "features", "mask_logits", "mlp", "seeded", "split_obs",
 ]

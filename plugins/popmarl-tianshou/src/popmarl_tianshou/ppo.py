@@ -18,6 +18,7 @@ from tianshou.algorithm.optim import OptimizerFactory
 
 from popmarl.validators import at_least_one, layer_widths, non_negative, optional, positive, unit_interval
 from popmarl_tianshou.actor_critic import ActorCriticAlgorithm
+from popmarl_tianshou.device import device_validator
 from popmarl_tianshou.nets import ValueCritic
 
 
@@ -29,7 +30,8 @@ class PPOConfig:
     ``clip`` bounds the probability ratio; ``value_clip`` clips the value update the
     same way; ``advantage_normalization`` standardises advantages per minibatch.
     ``log_std_init`` and ``deterministic_eval`` (play the mean when not exploring)
-    apply to Box actions only.
+    apply to Box actions only. ``device`` is where the updates run (``auto``, ``cpu``,
+    ``cuda``, ``cuda:N``; see :mod:`popmarl_tianshou.device`).
     """
 
     lr: float = attrs.field(default=1e-3, validator=positive)
@@ -47,6 +49,7 @@ class PPOConfig:
     log_std_init: float = -0.5
     deterministic_eval: bool = False
     torch_threads: int = attrs.field(default=1, validator=at_least_one)
+    device: str = attrs.field(default="auto", validator=device_validator)
 
 
 class PPO(ActorCriticAlgorithm):

@@ -37,10 +37,21 @@ def _file(state: TrainerState, name: str) -> bytes:
 
 # -- the three formats ----------------------------------------------------------------------
 def torch_bytes(obj: Any) -> bytes:
-    """``obj`` (tensors in plain dicts and lists) as a torch file."""
+    """``obj`` (tensors in plain dicts and lists) as a torch file, every tensor on the
+    CPU (a trainer on a GPU writes the same portable files as one on the CPU)."""
     out = io.BytesIO()
-    torch.save(obj, out)
+    torch.save(_on_cpu(obj), out)
     return out.getvalue()
+
+
+def _on_cpu(obj: Any) -> Any:
+    if isinstance(obj, torch.Tensor):
+        return obj.cpu()
+    if isinstance(obj, dict):
+        return {key: _on_cpu(value) for key, value in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_on_cpu(value) for value in obj)
+    return obj
 
 
 def read_torch(state: TrainerState, name: str) -> Any:

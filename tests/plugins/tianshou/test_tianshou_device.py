@@ -1,0 +1,237 @@
+"""The ``device`` parameter of dqn, ppo and a2c: updates on the configured device, acting
+and published weights on the CPU, a one-line config error for a GPU torch does not see.
+
+CI has no GPU, so the GPU code path (the trainer trains device copies of the policy's
+modules and copies them back after each update) is run here on the CPU, forced through
+:class:`~popmarl_tianshou.device.Placement` ``separate=True``: it must train exactly as
+the default CPU path, which trains the policy's own modules.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+import yaml
+from tianshou.data import Batch
+from tianshou_helpers import ALGORITHMS, BOX_SPACE, Bandit, algorithm, box_episodes, run_psro
+
+import popmarl
+from popmarl.algorithm import Algorithm, PolicySpace
+from popmarl.errors import ConfigError
+from popmarl.policy import Policy
+from popmarl.records import Episode
+from popmarl.rundir import RunDirectory
+from popmarl.trainer import Trainer
+from popmarl_tianshou.device import Placement, resolve_device
+from popmarl_tianshou.nets import CategoricalActor, GaussianActor, QNet, ValueCritic
+from popmarl_tianshou.policy import TorchPolicy
+
+SMALL: dict[str, dict[str, Any]] = {
+    "dqn": {"hidden": [16], "learning_starts": 16, "batch_size": 16, "buffer_size": 100, "target_update_freq": 5,
+            "n_step": 2, "eps_decay_steps": 500},
+    "ppo": {"hidden": [16], "batch_size": 16, "epochs": 2},
+    "a2c": {"hidden": [16], "batch_size": 16},
+}
+BANDIT = Bandit.make()
+Collect = Callable[[Policy, np.random.Generator], list[Episode]]
+
+
+def bandit(policy: Policy, rng: np.random.Generator) -> list[Episode]:
+    return BANDIT.episodes(policy, 40, rng)
+
+
+def box(policy: Policy, rng: np.random.Generator) -> list[Episode]:
+    return box_episodes(policy, 40, rng)
+
+
+def learner(algo: Algorithm, space: PolicySpace) -> tuple[TorchPolicy, Trainer]:
+    policy = algo.make_policy(space=space, seed=0)
+    trainer = algo.make_trainer(policy=policy, space=space, seed=0)
+    assert isinstance(policy, TorchPolicy) and trainer is not None
+    return policy, trainer
+
+
+def parameters(policy: TorchPolicy) -> list[torch.Tensor]:
+    return [p for module in policy.modules.values() for p in module.parameters()]
+
+
+def trained_modules(trainer: Trainer) -> list[torch.nn.Module]:
+    """The modules the trainer's Tianshou algorithm updates for the policy."""
+    tianshou_policy = trainer.algorithm.policy  # type: ignore[attr-defined]
+    return [getattr(tianshou_policy, "model", None) or tianshou_policy.actor]
+
+
+# -- cpu and auto ---------------------------------------------------------------------------
+@pytest.mark.parametrize("device", ["cpu", "auto"])
+@pytest.mark.parametrize("name", ALGORITHMS)
+def test_cpu_and_auto_train_the_policys_own_modules_and_publish_cpu_arrays(name: str, device: str) -> None:
+    algo = algorithm(name, **SMALL[name], device=device)
+    placement = algo.placement()  # type: ignore[attr-defined]
+    expected = torch.device("cuda" if torch.cuda.is_available() else "cpu") if device == "auto" else torch.device("cpu")
+    assert placement.device == expected and placement.separate == (expected.type != "cpu")
+    if placement.separate:  # (a GPU machine: auto chose it; the copy path is tested below)
+        return
+    policy, trainer = learner(algo, BANDIT.space)
+    assert trained_modules(trainer) == list(policy.modules.values())  # no copy on the CPU
+    before = policy.get_weights()
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        assert "loss" in trainer.update(bandit(policy, rng))
+    after = policy.get_weights()
+    assert all(isinstance(value, np.ndarray) for value in after.values())
+    assert any(not np.array_equal(before[key], after[key]) for key in before), "the update changed nothing"
+    assert all(p.device.type == "cpu" for p in parameters(policy))
+
+
+@pytest.mark.parametrize("name", ALGORITHMS)
+def test_a_run_with_device_cpu_trains_and_stores_cpu_arrays(tmp_path: Path, name: str) -> None:
+    summary, run_dir = run_psro(tmp_path, name, env={"name": "matrix", "params": {"game": "rps"}},
+                                algorithm={"name": name, "params": {"device": "cpu", "hidden": [16]}},
+                                solver={"name": "uniform"}, stopping={"max_iterations": 1},
+                                training={"max_env_steps": 600, "num_envs": 16})
+    assert summary["status"] == "completed"
+    assert yaml.safe_load((run_dir / "config.yaml").read_text())["algorithm"]["params"]["device"] == "cpu"
+    stored = RunDirectory(run_dir)
+    trained = stored.load_policy("player_0/1")
+    assert all(isinstance(value, np.ndarray) and value.dtype != object for value in trained.values())
+    assert not trained["initial.uniform"]
+
+
+# -- a GPU torch does not see, and malformed values ---------------------------------------
+NO_GPU = {"CUDA_VISIBLE_DEVICES": ""}  # torch sees no GPU in the child, on any machine
+
+
+@pytest.mark.parametrize("device", ["cuda", "cuda:0"])
+def test_cuda_without_a_gpu_is_a_one_line_config_error(device: str, tmp_path: Path, write_config, run_cli) -> None:
+    config = write_config(algorithm={"name": "dqn", "params": {"device": device}})
+    before = sorted(p.name for p in tmp_path.iterdir())
+    result = run_cli("run", config, "--out", "out", env=NO_GPU)
+    assert result.returncode == 2, result
+    assert result.stdout == "", result
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result
+    assert (f"algorithm.params.device: {device} requested but torch sees no GPU "
+            "(torch.cuda.is_available() is False); use auto or cpu") in lines[0]
+    assert sorted(p.name for p in tmp_path.iterdir()) == before  # nothing written
+
+
+def test_a_gpu_index_out_of_range_is_a_config_error() -> None:
+    count = torch.cuda.device_count()
+    with pytest.raises(ConfigError) as info:
+        popmarl.validate({"env": "matrix", "algorithm": {"name": "ppo", "params": {"device": f"cuda:{count + 3}"}}})
+    message = str(info.value)
+    assert message.startswith(f"algorithm.params.device: cuda:{count + 3} requested but torch sees ")
+    assert "\n" not in message
+
+
+@pytest.mark.parametrize("value", ["gpu", "cuda:x", "CUDA", "cuda:", "cuda:-1", " cpu", "cpu:0", "mps"])
+@pytest.mark.parametrize("name", ALGORITHMS)
+def test_a_malformed_device_names_the_field_and_the_allowed_forms(name: str, value: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        popmarl.validate({"env": "matrix", "algorithm": {"name": name, "params": {"device": value}}})
+    assert str(info.value) == (f"algorithm.params.device: must be auto, cpu, cuda or cuda:N (N a GPU index), "
+                               f"got {value!r}")
+
+
+def test_a_per_population_device_error_names_its_population() -> None:
+    with pytest.raises(ConfigError) as info:
+        popmarl.validate({"env": "matrix", "algorithm": {"player_0": {"name": "dqn", "params": {"device": "gpu"}},
+                                                         "player_1": "a2c"}})
+    assert str(info.value).startswith("algorithm.player_0.params.device: must be auto, cpu, cuda or cuda:N")
+
+
+def test_resolve_device() -> None:
+    assert resolve_device("cpu") == torch.device("cpu")
+    assert resolve_device("auto") == torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    with pytest.raises(ValueError, match="must be auto, cpu, cuda or cuda:N"):
+        resolve_device("tpu")
+
+
+# -- the GPU path (separate device copies), on the CPU --------------------------------------
+def separate(name: str, **params: Any) -> Algorithm:
+    """Algorithm ``name`` whose trainers train separate copies of the policy's modules,
+    as on a GPU, here on the CPU."""
+    base = type(algorithm(name))
+
+    class Separate(base):  # type: ignore[valid-type,misc]
+        def placement(self) -> Placement:
+            return Placement(device=torch.device("cpu"), separate=True)
+
+    return Separate(**params)
+
+
+CASES = [*[(name, BANDIT.space, bandit) for name in ALGORITHMS], *[(name, BOX_SPACE, box) for name in ("ppo", "a2c")]]
+
+
+@pytest.mark.parametrize(("name", "space", "collect"), CASES,
+                         ids=[f"{n}-{'box' if s is BOX_SPACE else 'discrete'}" for n, s, _ in CASES])
+def test_the_copy_path_trains_exactly_as_the_shared_path(name: str, space: PolicySpace, collect: Collect) -> None:
+    """Same seeds, same episodes: the policy trained through device copies (copied back
+    after every update) has the shared path's weights bitwise, update after update; a
+    policy whose weights are replaced between updates trains from the new weights on
+    both paths; the states are the same files, and each path loads the other's."""
+    shared_policy, shared = learner(algorithm(name, **SMALL[name]), space)
+    copy_algo = separate(name, **SMALL[name])
+    copy_policy, copied = learner(copy_algo, space)
+    assert all(m not in trained_modules(copied) for m in copy_policy.modules.values())  # it trains copies
+    rng = np.random.default_rng(0)
+    other = algorithm(name, **SMALL[name]).make_policy(space=space, seed=5).get_weights()
+    for round_ in range(6):
+        if round_ == 3:  # e.g. a learner continued from another policy's weights
+            shared_policy.set_weights(other)
+            copy_policy.set_weights(other)
+        episodes = collect(shared_policy, rng)
+        before = copy_policy.get_weights()
+        metrics = shared.update(episodes)
+        assert "loss" in metrics
+        assert copied.update(episodes) == metrics
+        after = copy_policy.get_weights()
+        assert any(not np.array_equal(before[k], after[k]) for k in before), "nothing copied back"
+        assert all(np.array_equal(value, shared_policy.get_weights()[key]) for key, value in after.items())
+    state, weights = shared.state(), shared_policy.get_weights()
+    assert copied.state() == state  # byte for byte
+    episodes = collect(shared_policy, rng)
+    metrics = shared.update(episodes)
+    # Either path, rebuilt from the copy path's state, continues as the original did.
+    for algo in (copy_algo, algorithm(name, **SMALL[name])):
+        policy = algo.make_policy(space=space, seed=9)
+        policy.set_weights(weights)
+        trainer = algo.make_trainer(policy=policy, space=space, seed=9)
+        assert trainer is not None
+        trainer.load_state(copied.state())
+        assert trainer.update(episodes) == metrics
+        assert all(np.array_equal(v, shared_policy.get_weights()[k]) for k, v in policy.get_weights().items())
+        assert trainer.state() == shared.state()
+
+
+# -- networks feed their inputs to their own device ------------------------------------------
+NETS = {
+    "qnet": lambda: QNet(4, 3, [8]),
+    "categorical": lambda: CategoricalActor(4, 3, [8]),
+    "gaussian": lambda: GaussianActor(4, 2, [8], log_std_init=-0.5),
+    "critic": lambda: ValueCritic(4, [8]),
+}
+
+
+@pytest.mark.parametrize("name", NETS)
+def test_a_network_moved_to_a_device_takes_numpy_batches_there(name: str) -> None:
+    """What a trainer on a GPU does with Tianshou's numpy batches, on torch's ``meta``
+    device (shapes without data), which any machine has; back on the CPU, the inputs
+    stay where they are (None: no transfer on the acting path)."""
+    net = NETS[name]()
+    obs = Batch(obs=np.eye(4, dtype=np.float32)[[0, 1]], mask=np.array([[True, False, True], [True, True, False]]))
+    assert net.input_device is None
+    net.to("meta")
+    assert net.input_device == torch.device("meta")
+    out = net(obs) if name == "critic" else net(obs)[0]
+    for tensor in out if isinstance(out, tuple) else (out,):
+        assert tensor.device.type == "meta" and tensor.shape[0] == 2
+    net.to_empty(device="cpu")
+    assert net.input_device is None
+    out = net(obs) if name == "critic" else net(obs)[0]
+    assert all(t.device.type == "cpu" for t in (out if isinstance(out, tuple) else (out,)))
