@@ -43,7 +43,9 @@ class DQNConfig:
     """Double DQN. Steps are the learner's decisions (transitions), not env steps.
 
     ``updates_per_step`` gradient steps of ``batch_size`` transitions are taken per new
-    transition once the buffer holds ``learning_starts``; the target network is synced
+    transition once the buffer holds ``learning_starts`` (the replay ratio: by default
+    16 gradient samples per decision, which measured better best responses per CPU
+    second on Leduc than 64 or 8); the target network is synced
     every ``target_update_freq`` gradient steps (0: no target network); ε decays
     linearly from ``eps_start`` to ``eps_end`` over ``eps_decay_steps``. ``huber_delta``
     switches the TD loss from squared error to Huber. ``device`` is where the gradient
@@ -75,13 +77,16 @@ class MaskedDQN(TianshouDQN):
     actions in every mode (Tianshou masks only the online argmax of double DQN)."""
 
     def _target_q(self, buffer: ReplayBuffer, indices: np.ndarray) -> torch.Tensor:
+        # The networks are called directly (no policy batches: this runs every gradient step).
         obs_next = buffer.get(indices, "obs_next")
-        batch = Batch(obs=obs_next, info=[None] * len(indices))
-        online = self.policy(batch)  # masked argmax over the legal actions
-        target = self.policy(batch, model=self.model_old).logits if self.use_target_network else online.logits
+        mask = getattr(obs_next, "mask", None)
+        online = self.policy.model
+        target = (self.model_old if self.use_target_network else online)(obs_next)[0]
         if self.is_double:
-            return target[np.arange(len(online.act)), online.act]
-        return self.policy.compute_q_value(target, getattr(obs_next, "mask", None)).max(dim=1)[0]
+            q = target if not self.use_target_network else online(obs_next)[0]
+            best = self.policy.compute_q_value(q, mask).argmax(dim=1)  # over the legal actions
+            return target[torch.arange(len(best)), best]
+        return self.policy.compute_q_value(target, mask).max(dim=1)[0]
 
 
 OPTIM, TARGET, BUFFER = "optim.pt", "target.pt", "buffer.npz"
