@@ -127,8 +127,9 @@ def train_loop(algo: Algorithm, policy_space: PolicySpace, collect: Callable[[Po
 
 # -- training against fixed opponents with the rollout engine --------------------------------
 def train_against(env: Env, algo: Algorithm, seat: str, opponents: Mapping[str, Sequence[tuple[Policy, float]]],
-                  *, steps: int, seed: int = 0, num_envs: int = 32) -> Policy:
-    """Train a fresh policy of ``algo`` in ``seat`` against fixed opponent mixtures."""
+                  *, steps: int, seed: int = 0, num_envs: int = 32, episodes_per_update: int = 32) -> Policy:
+    """Train a fresh policy of ``algo`` in ``seat`` against fixed opponent mixtures (the
+    budget's batches as these tests were tuned with, not the defaults)."""
     policy_space = PolicySpace(population=seat, agents=(seat,), observation_space=env.observation_space(seat),
                                action_space=env.action_space(seat))
     lookup: dict[str, Policy] = {}
@@ -141,7 +142,7 @@ def train_against(env: Env, algo: Algorithm, seat: str, opponents: Mapping[str, 
     snapshot = PolicySpec(policy_id=f"{seat}/new", population=seat, algorithm="test", iteration=1)
     task = TrainTask(learners=(LearnerSpec(key=seat, population=seat, seats=(seat,), seed=seed, snapshot=snapshot),),
                      seed=seed, opponents=tuple(s for s in seats if s.policy_ids),
-                     budget=TrainBudget(max_env_steps=steps))
+                     budget=TrainBudget(max_env_steps=steps, episodes_per_update=episodes_per_update))
     learners = Learners({seat: AgentInterface(space=policy_space, algorithm=algo, env=env)})
     (frozen,) = run_task(task, learners=learners, rollout=RolloutWorker(env=env, num_envs=num_envs),
                          policy_of=lookup.__getitem__).policies

@@ -46,7 +46,10 @@ class PettingZooConfig:
 
 
 class PettingZooEnv(Env):
-    """A PettingZoo env; :meth:`vector` makes N instances stepped in batches."""
+    """A PettingZoo env; :meth:`vector` makes N instances stepped in batches. A closed
+    vector's instances are kept and reused by the next one (every copy is reset with
+    its new seed before it plays): making PettingZoo envs (their spaces, wrappers) costs
+    more than a short batch of episodes."""
 
     Config = PettingZooConfig
     config: PettingZooConfig
@@ -61,6 +64,10 @@ class PettingZooEnv(Env):
             self._agents, self._observations, self._actions = _describe(probe, self.api, cfg.flatten, cfg.module)
         finally:
             probe.close()
+        self._idle: list[Any] = []
+
+    def _copy(self) -> Any:
+        return self._idle.pop() if self._idle else self._make()
 
     def __reduce__(self) -> tuple[Any, tuple[()]]:
         """Pickle as the config; the env is rebuilt (and its module imported) on load."""
@@ -78,8 +85,8 @@ class PettingZooEnv(Env):
 
     def vector(self, *, num_envs: int, seed: int) -> VectorEnv:
         cls = AECVector if self.api == "aec" else ParallelVector
-        return cls(make=self._make, agents=self._agents, observations=self._observations, actions=self._actions,
-                   num_envs=num_envs, seed=seed, max_steps=self.config.max_steps)
+        return cls(make=self._copy, agents=self._agents, observations=self._observations, actions=self._actions,
+                   num_envs=num_envs, seed=seed, max_steps=self.config.max_steps, release=self._idle.extend)
 
 
 def _describe(env: Any, api: Api, flatten: bool, path: str) -> tuple[

@@ -38,10 +38,12 @@ class _Vector(VectorEnv):
     """Bookkeeping shared by both APIs: seeds, returns, step counts, truncation, Steps."""
 
     def __init__(self, *, make: Callable[[], Any], agents: Sequence[str], observations: Mapping[str, ObservationCodec],
-                 actions: Mapping[str, ActionCodec], num_envs: int, seed: int, max_steps: int | None) -> None:
+                 actions: Mapping[str, ActionCodec], num_envs: int, seed: int, max_steps: int | None,
+                 release: Callable[[list[Any]], None] | None = None) -> None:
         self.num_envs = num_envs
         self.agents = tuple(agents)
         self.envs = [make() for _ in range(num_envs)]
+        self._release = release
         self._index = {a: k for k, a in enumerate(self.agents)}
         self._obs_codecs = observations
         self._act_codecs = actions
@@ -129,7 +131,13 @@ class _Vector(VectorEnv):
         """``agent``'s infos in ``copies``."""
 
     def close(self) -> None:
-        for env in self.envs:
+        """Hand the copies back for reuse (``release``; each is reseeded at its first
+        reset in the next vector), or close them."""
+        envs, self.envs = self.envs, []
+        if self._release is not None:
+            self._release(envs)
+            return
+        for env in envs:
             env.close()
 
 
