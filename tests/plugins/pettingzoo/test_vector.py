@@ -241,3 +241,30 @@ def test_dict_and_tuple_observations_are_flattened() -> None:
                               mask_source="obs", n_actions=2, flatten=True)
     obs = nested.batch([{"observation": (1, np.array([0.25], np.float32)), "action_mask": np.ones(2)}], None).obs
     np.testing.assert_array_equal(obs, [[0.0, 1.0, 0.25]])
+
+
+def _play_zeros(vec: Any, steps: int) -> list[np.ndarray]:
+    """The observations of ``steps`` steps of action 0 everywhere."""
+    step, seen = vec.reset(), []
+    for _ in range(steps):
+        seen += [np.array(batch.obs) for _, (_, batch) in sorted(step.decisions.items())]
+        step = vec.step({a: np.zeros(len(ids), np.int64) for a, (ids, _) in step.decisions.items()})
+    return seen
+
+
+def test_a_closed_vectors_copies_are_reused_and_play_as_fresh_ones() -> None:
+    kwargs = {"N": 2, "max_cycles": 25}  # random initial positions: the env's own generator matters
+    env = PettingZooEnv(module="mpe2.simple_spread_v3", kwargs=kwargs)
+    first = env.vector(num_envs=3, seed=7)
+    copies = {id(e) for e in first.envs}
+    _play_zeros(first, 4)  # left mid-episode
+    first.close()
+    again = env.vector(num_envs=3, seed=11)
+    assert {id(e) for e in again.envs} == copies
+    fresh = PettingZooEnv(module="mpe2.simple_spread_v3", kwargs=kwargs).vector(num_envs=3, seed=11)
+    assert not copies & {id(e) for e in fresh.envs}
+    for reused, new in zip(_play_zeros(again, 6), _play_zeros(fresh, 6), strict=True):
+        np.testing.assert_array_equal(reused, new)
+    again.close()
+    again.close()  # twice: the copies are handed back once
+    assert len(env._idle) == 3
