@@ -1,0 +1,36 @@
+"""Defaults that work beyond poker: PSRO with an algorithm's defaults and no ``training``
+block on a game a user wrote against PettingZoo's AEC API (``user_nim``), registered by
+``module:`` path; the final meta-strategy is judged against a uniformly random opponent
+with ``popmarl eval``'s code, seat by seat, next to perfect play's win rate."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import popmarl
+import pytest
+import yaml
+from popmarl.evaluate import evaluate_run, load_run, opponent_pools
+
+from user_nim import win_rate_against_random
+
+pytestmark = [pytest.mark.slow,
+              pytest.mark.filterwarnings("ignore:The old environment creation API:DeprecationWarning")]
+
+TOKENS = 11
+
+
+def test_dqn_defaults_learn_a_users_nim(tmp_path: Path) -> None:
+    config = tmp_path / "nim.yaml"
+    config.write_text(yaml.safe_dump({
+        "scenario": "psro", "seed": 0,
+        "env": {"name": "pettingzoo", "params": {"module": "user_nim:Nim", "kwargs": {"tokens": TOKENS}}},
+        "algorithm": {"name": "dqn"}, "solver": {"name": "nash"},
+        "stopping": {"max_iterations": 6}, "trackers": ["jsonl"]}))
+    summary = popmarl.run(popmarl.load_config(config), out=str(tmp_path / "run"))
+    assert summary["status"] == "completed"
+    run = load_run(tmp_path / "run")
+    report = evaluate_run(run, opponent_pools(run, "random"), episodes=1000, seed=1)
+    for seat, population in enumerate(("first", "second")):
+        perfect = win_rate_against_random(TOKENS, seat)
+        assert report[population]["win"] >= perfect - 0.03, (population, report[population], perfect)
