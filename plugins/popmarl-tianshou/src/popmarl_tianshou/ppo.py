@@ -34,7 +34,7 @@ class PPOConfig:
     ``cuda``, ``cuda:N``; see :mod:`popmarl_tianshou.device`).
     """
 
-    lr: float = attrs.field(default=1e-3, validator=positive)
+    lr: float = attrs.field(default=3e-3, validator=positive)
     hidden: list[int] = attrs.field(factory=lambda: [128, 128], validator=layer_widths)
     gamma: float = attrs.field(default=1.0, validator=unit_interval)
     gae_lambda: float = attrs.field(default=0.95, validator=unit_interval)
