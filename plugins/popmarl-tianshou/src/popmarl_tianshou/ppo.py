@@ -31,7 +31,9 @@ class PPOConfig:
     same way; ``advantage_normalization`` standardises advantages per minibatch.
     ``log_std_init`` and ``deterministic_eval`` (play the mean when not exploring)
     apply to Box actions only. ``device`` is where the updates run (``auto``, ``cpu``,
-    ``cuda``, ``cuda:N``; see :mod:`popmarl_tianshou.device`).
+    ``cuda``, ``cuda:N``; see :mod:`popmarl_tianshou.device`). ``lr`` 3e-3: as a
+    best response (Leduc against a uniform opponent, Nim as the second player) 1e-3
+    learned too slowly within a PSRO budget.
     """
 
     lr: float = attrs.field(default=3e-3, validator=positive)
