@@ -45,13 +45,13 @@ class _Recorder:
     """Records one agent's decisions in learner seats, column-wise: each ``decide``
     appends a block of rows tagged with the game slot's current episode id, a reward is
     added to the slot's last row, and finishing a slot's episode files it (or drops it)
-    and opens a new id. :meth:`batch` gathers the filed episodes' rows in one sort."""
+    and opens a new id. :func:`_gather` collects a learner's filed episodes in one sort."""
 
     def __init__(self, agent: str, num_envs: int) -> None:
         self.agent = agent
         self._obs: list[np.ndarray] = []
         self._actions: list[np.ndarray] = []
-        self._masks: list[np.ndarray] = []
+        self._masks: list[np.ndarray | None] = []  # one entry per block (None: the env gave no mask)
         self._ids: list[np.ndarray] = []
         self._rewards = np.zeros(1024, dtype=np.float64)
         self._rows = 0
@@ -66,8 +66,7 @@ class _Recorder:
         # Copies: the env owns its step buffers and may reuse them.
         self._obs.append(np.array(batch.obs))
         self._actions.append(np.array(actions))
-        if batch.mask is not None:
-            self._masks.append(np.array(batch.mask))
+        self._masks.append(None if batch.mask is None else np.array(batch.mask))
         self._ids.append(self._episode_of_slot[env_ids])
         if self._rows + n > len(self._rewards):
             self._rewards = np.concatenate([self._rewards, np.zeros(max(self._rows + n, len(self._rewards)))])
@@ -103,17 +102,25 @@ class _Recorder:
             empty = np.zeros(0, np.int64)
             return empty, np.zeros((0,)), empty, None, np.zeros(0)
         if len(self._ids) > 1:
+            self._masks = [_joined_masks(self._masks, [len(block) for block in self._ids])]
             self._obs, self._actions, self._ids = ([np.concatenate(c)] for c in (self._obs, self._actions, self._ids))
-            if self._masks:
-                self._masks = [np.concatenate(self._masks)]
         position = np.full(self._next_id, -1, dtype=np.int64)
         for episode, (k, at, _, _) in self.filed.items():
             if k == learner:
                 position[episode] = at
         row_position = position[self._ids[0]]
         rows = np.flatnonzero(row_position >= 0)
-        masks = self._masks[0][rows] if self._masks else None
+        masks = None if self._masks[0] is None else self._masks[0][rows]
         return row_position[rows], self._obs[0][rows], self._actions[0][rows], masks, self._rewards[:self._rows][rows]
+
+
+def _joined_masks(blocks: Sequence[np.ndarray | None], lengths: Sequence[int]) -> np.ndarray | None:
+    """Blocks of masks (of ``lengths`` rows) as one array, a block without one filled
+    with every action legal; None if no block has one."""
+    width = next((b.shape[1] for b in blocks if b is not None), None)
+    if width is None:
+        return None
+    return np.concatenate([np.ones((n, width), bool) if b is None else b for b, n in zip(blocks, lengths)])
 
 
 def _gather(recorders: Sequence[_Recorder], learner: int, order: Sequence[tuple[_Recorder, int]]) -> EpisodeBatch:
@@ -126,7 +133,7 @@ def _gather(recorders: Sequence[_Recorder], learner: int, order: Sequence[tuple[
     position = np.concatenate([p[0] for p in parts])
     # Rows by episode position; within an episode, one recorder's rows in time order.
     rows = np.argsort(position, kind="stable")
-    masks = [p[3] for p in parts]
+    joined_masks = _joined_masks([p[3] for p in parts], [len(p[0]) for p in parts])
     meta = [recorder.filed[episode] for recorder, episode in order]
     cuts = [cut for _, _, _, cut in meta]
     counts = np.bincount(position, minlength=len(order))
@@ -136,7 +143,7 @@ def _gather(recorders: Sequence[_Recorder], learner: int, order: Sequence[tuple[
         obs=np.concatenate([p[1] for p in parts])[rows],
         actions=np.concatenate([p[2] for p in parts])[rows],
         rewards=np.concatenate([p[4] for p in parts])[rows].astype(np.float32),
-        masks=None if any(m is None for m in masks) else np.concatenate(masks)[rows],  # type: ignore[arg-type]
+        masks=None if joined_masks is None else joined_masks[rows],
         returns=np.asarray([ret for _, _, ret, _ in meta], dtype=np.float64),
         truncated=np.asarray([cut is not None for cut in cuts], dtype=bool),
         final_obs=tuple(None if cut is None else cut[0] for cut in cuts),

@@ -21,8 +21,10 @@ class _TaggedVector(VectorEnv):
     games finish out of step. An observation tags its slot, episode and step
     (``1000 * slot + 10 * episode + t``); ``a`` is rewarded 1 per step, ``b`` 2."""
 
-    def __init__(self, num_envs: int) -> None:
+    def __init__(self, num_envs: int, masks_from: int = 0) -> None:
         self.num_envs = num_envs
+        self.masks_from = masks_from  # steps before it come without a mask
+        self.steps = 0
         self.t = np.zeros(num_envs, np.int64)
         self.episode = np.zeros(num_envs, np.int64)
         self.length = np.arange(num_envs) % 3 + 1
@@ -30,7 +32,7 @@ class _TaggedVector(VectorEnv):
     def _decisions(self) -> dict:
         ids = np.arange(self.num_envs)
         obs = (1000 * ids + 10 * self.episode + self.t).astype(np.float32).reshape(-1, 1)
-        mask = np.ones((self.num_envs, 2), bool)
+        mask = np.tile([False, True], (self.num_envs, 1)) if self.steps >= self.masks_from else None
         return {a: (ids, Observations(obs=obs, mask=mask, agent=a)) for a in ("a", "b")}
 
     def reset(self) -> Step:
@@ -40,6 +42,7 @@ class _TaggedVector(VectorEnv):
 
     def step(self, actions: Mapping[str, np.ndarray]) -> Step:
         self.t += 1
+        self.steps += 1
         done = np.flatnonzero(self.t >= self.length)
         returns = np.stack([self.length[done], 2 * self.length[done]], axis=1).astype(float)
         self.t[done] = 0
@@ -50,6 +53,9 @@ class _TaggedVector(VectorEnv):
 
 
 class _Tagged(Env):
+    def __init__(self, masks_from: int = 0) -> None:
+        self.masks_from = masks_from
+
     @property
     def agents(self) -> tuple[str, ...]:
         return ("a", "b")
@@ -61,7 +67,7 @@ class _Tagged(Env):
         return Discrete(n=2)
 
     def vector(self, *, num_envs: int, seed: int) -> VectorEnv:
-        return _TaggedVector(num_envs)
+        return _TaggedVector(num_envs, self.masks_from)
 
 
 class _Fixed(Policy):
@@ -111,6 +117,17 @@ def test_episodes_are_handed_over_in_the_order_they_finished() -> None:
     # Slots 0, 1, 2 play 1-, 2- and 3-step games: finishing times 1,2,3,... per slot.
     finished = [(int(e.obs[0, 0]) % 1000 // 10 + 1) * len(e.actions) for e in batch]
     assert finished == sorted(finished)
+
+
+def test_decisions_without_a_mask_beside_masked_ones_count_every_action_legal() -> None:
+    played = RolloutWorker(env=_Tagged(masks_from=2), num_envs=3).explore(
+        learners=[Seating(policy=_Fixed(1), seats=("a",))], opponents=OpponentDraw({"b": ([_Fixed()], np.ones(1))}),
+        max_episodes=9, max_steps=None, seed=0)
+    (batch,) = played.episodes
+    assert batch.masks is not None and len(batch.masks) == batch.decisions
+    # Slot 0 plays 1-step games: its first two came without masks (all legal), the rest with.
+    first_slot = [e.masks[0].tolist() for e in batch if e.obs[0, 0] < 1000]
+    assert first_slot[:2] == [[True, True]] * 2 and first_slot[2:] == [[False, True]] * (len(first_slot) - 2)
 
 
 def _episode(steps: int, *, masks: bool, truncated: bool = False) -> Episode:

@@ -81,9 +81,10 @@ class MaskedDQN(TianshouDQN):
         obs_next = buffer.get(indices, "obs_next")
         mask = getattr(obs_next, "mask", None)
         online = self.policy.model
-        target = (self.model_old if self.use_target_network else online)(obs_next)[0]
+        lagged = self.model_old
+        target = (online if lagged is None else lagged)(obs_next)[0]
         if self.is_double:
-            q = target if not self.use_target_network else online(obs_next)[0]
+            q = target if lagged is None else online(obs_next)[0]
             best = self.policy.compute_q_value(q, mask).argmax(dim=1)  # over the legal actions
             return target[torch.arange(len(best)), best]
         return self.policy.compute_q_value(target, mask).max(dim=1)[0]
