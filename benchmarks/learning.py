@@ -24,14 +24,28 @@ counts them) per CPU second of this process:
   took in the same run (after the same ``learning_starts``), and ``epochs`` ×
   ``batch_size`` minibatches for PPO/A2C. Tianshou's collected steps are PettingZoo
   ``step`` calls, one per agent decision, so the counts match with no conversion.
+  Tianshou's multi-agent buffer holds both seats' transitions (a DQN sample of
+  ``batch_size`` rows has about half the learner's) and its next observation is the
+  other seat's: its learning is not checked here, only its speed.
 
 Ratios are train/rollout and train/tianshou, against the others measured in the same
 run, with the issue-15 targets (ppo, a2c: train ≥ 0.5× rollout; dqn ≥ 0.25×; all ≥ 5×
 Tianshou). dqn's replay ratio is gradient samples (gradient steps × batch size) per env
 step. CPU time is the headline: other jobs on a shared machine barely move it.
 
-Measured on the 2-core dev machine, shared (noisy), ``--steps 50000``, 2026-11-23:
-see the closing note of issue 15 for the table.
+Measured with ``python benchmarks/learning.py --json`` (50,000 steps) on the 2-core dev
+machine, shared with other jobs (noisy), main at 1118277, 2026-11-23; steps per CPU-s:
+
+    algorithm game       train  rollout  tianshou  train/rollout      train/tianshou  replay ratio
+    dqn       leduc      2,160   48,348       482  0.04 (>= 0.25 no)  4.5 (>= 5 no)   33.7
+    dqn       tictactoe  1,704   17,772       764  0.10 (>= 0.25 no)  2.2 (>= 5 no)   35.2
+    ppo       leduc      6,761   42,577     1,573  0.16 (>= 0.5 no)   4.3 (>= 5 no)   -
+    ppo       tictactoe  4,463   15,076     2,734  0.30 (>= 0.5 no)   1.6 (>= 5 no)   -
+    a2c       leduc     11,434   41,094     1,634  0.28 (>= 0.5 no)   7.0 (>= 5 yes)  -
+    a2c       tictactoe  5,864   13,082     2,975  0.45 (>= 0.5 no)   2.0 (>= 5 no)   -
+
+(dqn's default: 0.25 gradient steps of 256 per learner transition, about half the env
+steps, so ~32 samples per env step.)
 
     python benchmarks/learning.py [--algorithms dqn ppo a2c] [--games leduc tictactoe]
         [--steps 50000] [--device cpu] [--profile] [--algorithm-param K=V ...] [--json]
@@ -39,16 +53,13 @@ see the closing note of issue 15 for the table.
 
 from __future__ import annotations
 
-import os
-
-for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ[_var] = "1"  # one core, before numpy and torch load their thread pools
-
 import argparse
+import contextlib
 import cProfile
 import io
 import json
 import logging
+import os
 import pstats
 import time
 import warnings
@@ -56,8 +67,12 @@ from collections.abc import Mapping
 from typing import Any
 
 import attrs
-import numpy as np
-import torch
+
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[_var] = "1"  # one core, before numpy and torch load their thread pools
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
 
 GAMES: dict[str, tuple[str, dict[str, Any]]] = {
     "leduc": ("openspiel", {"game": "leduc_poker", "observation": "info_state"}),
@@ -259,7 +274,7 @@ def tianshou_train(setting: Setting, steps: int, num_envs: int, episodes_per_upd
 
         both = MultiAgentOnPolicyAlgorithm(algorithms=[learner, RandomOnPolicy()], env=probe)
         buffer = VectorReplayBuffer(max(steps, 20_000), num_envs)
-    collector = Collector(both, envs, buffer, exploration_noise=True)
+    collector: Any = Collector(both, envs, buffer, exploration_noise=True)
     cpu, wall = time.process_time(), time.perf_counter()
     collector.reset()
     prefill = 0
@@ -272,21 +287,27 @@ def tianshou_train(setting: Setting, steps: int, num_envs: int, episodes_per_upd
 
         epsilon(0, 0)
         # popmarl updates once its buffer holds learning_starts learner transitions.
-        prefill = int(collector.collect(n_step=-(-2 * c.learning_starts // num_envs) * num_envs).n_collected_steps)
-        ratio = gradient_steps_per_env_step if gradient_steps_per_env_step is not None else c.updates_per_step / 2
+        # (Tianshou's Collector wants a multiple of num_envs.)
+        prefill_steps = -(-min(2 * c.learning_starts, steps) // num_envs) * num_envs
+        prefill = int(collector.collect(n_step=prefill_steps).n_collected_steps)
+        # As many gradient steps per env step as popmarl took (its own default if none).
+        ratio = gradient_steps_per_env_step or c.updates_per_step / 2
         params: Any = OffPolicyTrainerParams(
             training_collector=collector, max_epochs=1, epoch_num_steps=max(steps - prefill, 1),
             collection_step_num_env_steps=None, collection_step_num_episodes=episodes_per_update,
-            batch_size=c.batch_size, update_step_num_gradient_steps_per_sample=max(ratio, 1e-9),
+            batch_size=c.batch_size, update_step_num_gradient_steps_per_sample=ratio,
             training_fn=epsilon, test_collector=None, verbose=False, show_progress=False)
     else:
         params = OnPolicyTrainerParams(
             training_collector=collector, max_epochs=1, epoch_num_steps=steps, collection_step_num_env_steps=None,
             collection_step_num_episodes=episodes_per_update, batch_size=c.batch_size,
             update_step_num_repetitions=c.epochs, test_collector=None, verbose=False, show_progress=False)
-    stats = both.run_training(params)
+    collected = prefill
+    if steps > prefill:
+        # Tianshou's off-policy update shows a progress bar whatever show_progress says.
+        with contextlib.redirect_stderr(io.StringIO()):
+            collected += int(both.run_training(params).train_step)
     cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
-    collected = prefill + int(stats.train_step)
     return {"tianshou_steps_per_s": collected / cpu, "tianshou_wall_steps_per_s": collected / wall,
             "tianshou_env_steps": collected}
 
@@ -354,8 +375,11 @@ def main(argv: list[str] | None = None) -> None:
     results: dict[str, dict[str, dict[str, Any]]] = {}
     for name in args.algorithms:
         for game in args.games:
-            row = measure(Setting(algorithm=name, params=params, game=game), args.steps, args.profile,
-                          not args.no_tianshou)
+            try:
+                row = measure(Setting(algorithm=name, params=params, game=game), args.steps, args.profile,
+                              not args.no_tianshou)
+            except UserError as exc:  # e.g. a param the algorithm does not take
+                parser.error(str(exc))
             profile = row.pop("profile", None)
             if profile:
                 print(f"== profile: {name} on {game} (popmarl train loop, top 25 by tottime)")
