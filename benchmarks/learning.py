@@ -1,0 +1,394 @@
+"""Best-response learning throughput, one core, in one process: ``dqn``, ``ppo`` and
+``a2c`` (popmarl-tianshou) on Leduc poker and tic-tac-toe.
+
+Per algorithm and game, env steps (every agent's decision is one step, as popmarl
+counts them) per CPU second of this process:
+
+* ``train``: the whole popmarl best-response loop — :func:`popmarl.training.run_task`
+  through the local backend's :class:`~popmarl.executor.Executor` (acting, recording,
+  batching, updating, publishing the snapshot), player_0's learner in its seat against
+  player_1's initial (uniform) policy, with the budget and ``num_envs`` a ``psro`` run
+  with no ``training`` block gets (built from the parsed default config), capped at
+  ``--steps``;
+* ``rollout``: evaluate-mode rollouts of fresh policies of the same algorithm and params
+  on as many parallel games (:func:`popmarl.bench.bench_rollout`);
+* ``tianshou``: Tianshou 2.0's own pipeline on the same game through PettingZoo —
+  ``Collector`` over ``DummyVectorEnv`` of ``PettingZooEnv`` (Leduc: OpenSpiel's
+  ``leduc_poker`` via shimmy's ``OpenSpielCompatibilityV0``, with the info-state tensor
+  popmarl's ``observation: info_state`` uses; tic-tac-toe: ``tictactoe_v3``), its
+  ``OffPolicyTrainer`` (dqn) or ``OnPolicyTrainer`` (ppo, a2c), the learner as player_0
+  in ``MultiAgentOff/OnPolicyAlgorithm`` next to Tianshou's masked random agent. The
+  learner is Tianshou's DQN/PPO/A2C built by the plugin's own trainer (same modules,
+  hyperparameters and masking); the Tianshou trainer collects ``episodes_per_update``
+  episodes per update step, takes as many DQN gradient steps per env step as popmarl
+  took in the same run (after the same ``learning_starts``), and ``epochs`` ×
+  ``batch_size`` minibatches for PPO/A2C. Tianshou's collected steps are PettingZoo
+  ``step`` calls, one per agent decision, so the counts match with no conversion.
+  Tianshou's multi-agent buffer holds both seats' transitions (a DQN sample of
+  ``batch_size`` rows has about half the learner's) and its next observation is the
+  other seat's: its learning is not checked here, only its speed.
+
+Ratios are train/rollout and train/tianshou, against the others measured in the same
+run, with the issue-15 targets (ppo, a2c: train ≥ 0.5× rollout; dqn ≥ 0.25×; all ≥ 5×
+Tianshou). dqn's replay ratio is gradient samples (gradient steps × batch size) per env
+step. CPU time is the headline: other jobs on a shared machine barely move it.
+
+Measured with ``python benchmarks/learning.py --json`` (50,000 steps) on the 2-core dev
+machine, shared with other jobs (noisy), main at 1118277, 2026-11-23; steps per CPU-s:
+
+    algorithm game       train  rollout  tianshou  train/rollout      train/tianshou  replay ratio
+    dqn       leduc      2,160   48,348       482  0.04 (>= 0.25 no)  4.5 (>= 5 no)   33.7
+    dqn       tictactoe  1,704   17,772       764  0.10 (>= 0.25 no)  2.2 (>= 5 no)   35.2
+    ppo       leduc      6,761   42,577     1,573  0.16 (>= 0.5 no)   4.3 (>= 5 no)   -
+    ppo       tictactoe  4,463   15,076     2,734  0.30 (>= 0.5 no)   1.6 (>= 5 no)   -
+    a2c       leduc     11,434   41,094     1,634  0.28 (>= 0.5 no)   7.0 (>= 5 yes)  -
+    a2c       tictactoe  5,864   13,082     2,975  0.45 (>= 0.5 no)   2.0 (>= 5 no)   -
+
+(dqn's default: 0.25 gradient steps of 256 per learner transition, about half the env
+steps, so ~32 samples per env step.)
+
+    python benchmarks/learning.py [--algorithms dqn ppo a2c] [--games leduc tictactoe]
+        [--steps 50000] [--device cpu] [--profile] [--algorithm-param K=V ...] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import cProfile
+import io
+import json
+import logging
+import os
+import pstats
+import time
+import warnings
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[_var] = "1"  # one core, before numpy and torch load their thread pools
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+GAMES: dict[str, tuple[str, dict[str, Any]]] = {
+    "leduc": ("openspiel", {"game": "leduc_poker", "observation": "info_state"}),
+    "tictactoe": ("pettingzoo", {"module": "pettingzoo.classic.tictactoe_v3"}),
+}
+ALGORITHMS = ("dqn", "ppo", "a2c")
+#: Issue 15's targets: train/rollout at least this, and train/tianshou at least 5.
+ROLLOUT_TARGET = {"dqn": 0.25, "ppo": 0.5, "a2c": 0.5}
+TIANSHOU_TARGET = 5.0
+
+
+@attrs.frozen(kw_only=True)
+class Setting:
+    """One algorithm on one game, as a default ``psro`` run would train it."""
+
+    algorithm: str
+    params: Mapping[str, Any]
+    game: str
+
+    @property
+    def env(self) -> tuple[str, dict[str, Any]]:
+        return GAMES[self.game]
+
+    def config(self) -> Any:
+        """The parsed run config: ``psro`` with this env and algorithm, nothing else."""
+        from popmarl.config import validate
+
+        env_name, env_params = self.env
+        return validate({"env": {"name": env_name, "params": env_params},
+                         "algorithm": {"name": self.algorithm, "params": dict(self.params)}}, source="benchmark")
+
+
+def default_budget(config: Any, steps: int) -> Any:
+    """The ``TrainBudget`` a ``psro`` run builds from ``config.training`` (every budget
+    field from the training field of the same name), capped at ``steps``."""
+    from popmarl.records import TrainBudget
+
+    training = config.training
+    fields = {f.name: getattr(training, f.name) for f in attrs.fields(TrainBudget) if hasattr(training, f.name)}
+    return TrainBudget(**{**fields, "max_env_steps": steps})
+
+
+def popmarl_train(setting: Setting, steps: int, profile: bool) -> dict[str, Any]:
+    """Time one best-response task of player_0 against player_1's initial policy."""
+    from popmarl.backend import Components, RunSetup
+    from popmarl.config import population_algorithms
+    from popmarl.executor import Executor
+    from popmarl.population import AgentMapping, policy_id
+    from popmarl.records import LearnerSpec, Opponents, PolicySpec, TrainTask
+    from popmarl.runner import build, build_algorithms, policy_spaces
+
+    config = setting.config()
+    env = build("envs", config.env, "env.params")
+    mapping = AgentMapping.resolve(config.agents.mapping, env.agents)
+    spaces = policy_spaces(env, mapping)
+    specs = population_algorithms(config, mapping.populations)
+    algorithms = build_algorithms(specs)
+    setup = RunSetup(env_name=config.env.name, env_params=dict(config.env.params),
+                     algorithms={p: (s.name, dict(s.params)) for p, s in specs.items()}, mapping=mapping,
+                     spaces=spaces, seed=config.seed, num_envs=config.evaluation.num_envs,
+                     train_num_envs=config.training.num_envs, exact_evaluation=config.evaluation.exact)
+    executor = Executor(setup, Components(env=env, algorithms=algorithms))
+    for k, population in enumerate(mapping.populations):
+        executor.add_policy(policy_id(population, 0), executor.agents[population].initial_policy(seed=k).get_weights())
+    opponents = tuple(Opponents(agent=agent, population=mapping.population_of[agent],
+                                policy_ids=(policy_id(mapping.population_of[agent], 0),), mixture=np.ones(1))
+                      for agent in env.agents)
+    learner = mapping.populations[0]
+
+    def task(key: str, budget_steps: int, seed: int) -> Any:
+        spec = PolicySpec(policy_id=policy_id(learner, 1), population=learner, algorithm=setting.algorithm,
+                          iteration=1)
+        return TrainTask(learners=(LearnerSpec(key=key, population=learner, seats=mapping.agents_of(learner),
+                                               one_seat=True, seed=seed, snapshot=spec),),
+                         seed=seed, opponents=opponents, budget=default_budget(config, budget_steps))
+
+    executor.train(task("warm-up", min(2_000, steps), 1))  # first calls, lazy imports
+    profiler = cProfile.Profile() if profile else None
+    cpu, wall = time.process_time(), time.perf_counter()
+    if profiler:
+        profiler.enable()
+    result = executor.train(task(learner, steps, 2))
+    if profiler:
+        profiler.disable()
+    cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    metrics = dict(result.learner_metrics[learner])
+    out: dict[str, Any] = {"train_steps_per_s": result.env_steps / cpu, "train_wall_steps_per_s": result.env_steps / wall,
+                           "train_env_steps": result.env_steps, "num_envs": config.training.num_envs,
+                           "episodes_per_update": config.training.episodes_per_update}
+    algorithm_config = algorithms[learner].config
+    if "gradient_steps" in metrics and hasattr(algorithm_config, "updates_per_step"):  # replay: dqn
+        out["gradient_steps"] = int(metrics["gradient_steps"])
+        out["replay_ratio"] = metrics["gradient_steps"] * algorithm_config.batch_size / result.env_steps
+        out["configured_updates_per_learner_step"] = algorithm_config.updates_per_step
+        out["learning_starts"] = algorithm_config.learning_starts
+    if profiler:
+        text = io.StringIO()
+        pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(25)
+        out["profile"] = text.getvalue()
+    return out
+
+
+def popmarl_rollout(setting: Setting, steps: int, num_envs: int) -> dict[str, float]:
+    """Evaluate-mode rollouts of fresh policies, per CPU second (the build is timed too,
+    a few milliseconds; a first small call warms up)."""
+    from popmarl.bench import bench_rollout
+
+    env_name, env_params = setting.env
+
+    def bench(n: int) -> Any:
+        return bench_rollout(env_name=env_name, env_params=env_params, algorithm_name=setting.algorithm,
+                             algorithm_params=setting.params, num_envs=num_envs, steps=n, warmup_steps=0)
+
+    bench(min(1_000, steps))
+    cpu = time.process_time()
+    result = bench(steps)
+    cpu = time.process_time() - cpu
+    return {"rollout_steps_per_s": result.env_steps / cpu, "rollout_wall_steps_per_s": result.steps_per_s}
+
+
+def tianshou_env(game: str) -> Any:
+    """A Tianshou ``PettingZooEnv`` of ``game``: flat float features and the legal-action
+    mask in the observation dict (where Tianshou reads it)."""
+    import importlib
+
+    from gymnasium import spaces
+    from pettingzoo.utils import BaseWrapper
+    from tianshou.env import PettingZooEnv
+
+    env_name, params = GAMES[game]
+    if env_name == "openspiel":
+        from shimmy import OpenSpielCompatibilityV0
+
+        raw: Any = OpenSpielCompatibilityV0(game_name=params["game"])
+        info_state = params.get("observation") == "info_state"
+    else:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            raw = importlib.import_module(params["module"]).env()
+        info_state = False
+
+    class FlatMasked(BaseWrapper):  # type: ignore[type-arg]
+        def observe(self, agent: str) -> dict[str, np.ndarray]:
+            obs = super().observe(agent)
+            if isinstance(obs, dict):
+                obs, mask = obs["observation"], obs["action_mask"]
+            else:  # shimmy keeps the mask in infos
+                mask = self.infos[agent]["action_mask"]
+            if info_state:  # popmarl's Leduc features; shimmy observes the smaller observation tensor
+                obs = self.env.unwrapped.game_state.information_state_tensor(self.possible_agents.index(agent))
+            return {"observation": np.asarray(obs, dtype=np.float32).ravel(), "action_mask": np.asarray(mask)}
+
+        def observation_space(self, agent: str) -> spaces.Space:
+            return spaces.Box(-np.inf, np.inf, shape=self.observe_dim, dtype=np.float32)
+
+    wrapped = FlatMasked(raw)
+    wrapped.reset(seed=0)
+    wrapped.observe_dim = wrapped.observe(wrapped.agents[0])["observation"].shape
+    return PettingZooEnv(wrapped)
+
+
+def tianshou_train(setting: Setting, steps: int, num_envs: int, episodes_per_update: int,
+                   gradient_steps_per_env_step: float | None) -> dict[str, float]:
+    """Tianshou's Collector and trainer on the same game and learner, ``steps`` env steps."""
+    from tianshou.algorithm.algorithm_base import OnPolicyAlgorithm
+    from tianshou.algorithm.algorithm_base import TrainingStats
+    from tianshou.algorithm.multiagent.marl import MultiAgentOffPolicyAlgorithm, MultiAgentOnPolicyAlgorithm
+    from tianshou.algorithm.random import MARLRandomDiscreteMaskedOffPolicyAlgorithm
+    from tianshou.data import Collector, VectorReplayBuffer
+    from tianshou.env import DummyVectorEnv
+    from tianshou.trainer import OffPolicyTrainerParams, OnPolicyTrainerParams
+
+    from popmarl.population import AgentMapping
+    from popmarl.runner import build, policy_spaces
+
+    config = setting.config()
+    env = build("envs", config.env, "env.params")
+    space = policy_spaces(env, AgentMapping.resolve("per_player", env.agents))[env.agents[0]]
+    algorithm = build("algorithms", config.algorithm, "algorithm.params")
+    policy = algorithm.make_policy(space=space, seed=0)
+    learner = algorithm.make_trainer(policy=policy, space=space, seed=0).algorithm  # Tianshou's DQN/PPO/A2C
+    probe = tianshou_env(setting.game)
+    envs = DummyVectorEnv([lambda: tianshou_env(setting.game) for _ in range(num_envs)])
+    c = algorithm.config
+    off_policy = not algorithm.on_policy
+    if off_policy:
+        opponent: Any = MARLRandomDiscreteMaskedOffPolicyAlgorithm(probe.action_space)
+        both: Any = MultiAgentOffPolicyAlgorithm(algorithms=[learner, opponent], env=probe)
+        buffer = VectorReplayBuffer(c.buffer_size, num_envs)
+    else:
+        class RandomOnPolicy(OnPolicyAlgorithm):  # type: ignore[type-arg]
+            """Tianshou's masked random agent, on the on-policy side of the dispatcher."""
+
+            def __init__(self) -> None:
+                super().__init__(policy=MARLRandomDiscreteMaskedOffPolicyAlgorithm.Policy(probe.action_space))
+
+            def _update_with_batch(self, batch: Any, batch_size: Any, repeat: int) -> TrainingStats:
+                return TrainingStats()
+
+        both = MultiAgentOnPolicyAlgorithm(algorithms=[learner, RandomOnPolicy()], env=probe)
+        buffer = VectorReplayBuffer(max(steps, 20_000), num_envs)
+    collector: Any = Collector(both, envs, buffer, exploration_noise=True)
+    cpu, wall = time.process_time(), time.perf_counter()
+    collector.reset()
+    prefill = 0
+    if off_policy:
+        policy_net = learner.policy
+
+        def epsilon(epoch: int, env_step: int) -> None:  # popmarl's linear decay, in learner decisions
+            frac = min(env_step / 2 / c.eps_decay_steps, 1.0)
+            policy_net.set_eps_training(c.eps_start + frac * (c.eps_end - c.eps_start))
+
+        epsilon(0, 0)
+        # popmarl updates once its buffer holds learning_starts learner transitions.
+        # (Tianshou's Collector wants a multiple of num_envs.)
+        prefill_steps = -(-min(2 * c.learning_starts, steps) // num_envs) * num_envs
+        prefill = int(collector.collect(n_step=prefill_steps).n_collected_steps)
+        # As many gradient steps per env step as popmarl took (its own default if none).
+        ratio = gradient_steps_per_env_step or c.updates_per_step / 2
+        params: Any = OffPolicyTrainerParams(
+            training_collector=collector, max_epochs=1, epoch_num_steps=max(steps - prefill, 1),
+            collection_step_num_env_steps=None, collection_step_num_episodes=episodes_per_update,
+            batch_size=c.batch_size, update_step_num_gradient_steps_per_sample=ratio,
+            training_fn=epsilon, test_collector=None, verbose=False, show_progress=False)
+    else:
+        params = OnPolicyTrainerParams(
+            training_collector=collector, max_epochs=1, epoch_num_steps=steps, collection_step_num_env_steps=None,
+            collection_step_num_episodes=episodes_per_update, batch_size=c.batch_size,
+            update_step_num_repetitions=c.epochs, test_collector=None, verbose=False, show_progress=False)
+    collected = prefill
+    if steps > prefill:
+        # Tianshou's off-policy update shows a progress bar whatever show_progress says.
+        with contextlib.redirect_stderr(io.StringIO()):
+            collected += int(both.run_training(params).train_step)
+    cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    return {"tianshou_steps_per_s": collected / cpu, "tianshou_wall_steps_per_s": collected / wall,
+            "tianshou_env_steps": collected}
+
+
+def measure(setting: Setting, steps: int, profile: bool, tianshou: bool) -> dict[str, Any]:
+    row = popmarl_train(setting, steps, profile)
+    row.update(popmarl_rollout(setting, steps, row["num_envs"]))
+    row["train_over_rollout"] = row["train_steps_per_s"] / row["rollout_steps_per_s"]
+    row["rollout_target"] = ROLLOUT_TARGET.get(setting.algorithm)
+    if tianshou:
+        per_step = row["gradient_steps"] / row["train_env_steps"] if "gradient_steps" in row else None
+        row.update(tianshou_train(setting, steps, row["num_envs"], row["episodes_per_update"], per_step))
+        row["train_over_tianshou"] = row["train_steps_per_s"] / row["tianshou_steps_per_s"]
+        row["tianshou_target"] = TIANSHOU_TARGET
+    return row
+
+
+def met(value: float | None, target: float | None) -> str:
+    if value is None or target is None:
+        return "-"
+    return f"{value:.2f}x {'met' if value >= target else 'NOT met'} (>= {target:g})"
+
+
+def print_table(results: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> None:
+    head = (f"{'algorithm':9s} {'game':10s} {'train/s':>9s} {'rollout/s':>10s} {'tianshou/s':>11s} "
+            f"{'train/rollout':>32s} {'train/tianshou':>30s}  replay ratio")
+    print(head)
+    print("-" * len(head))
+    for name, games in results.items():
+        for game, row in games.items():
+            tianshou = row.get("tianshou_steps_per_s")
+            replay = f"{row['replay_ratio']:.2f}" if "replay_ratio" in row else "-"
+            print(f"{name:9s} {game:10s} {row['train_steps_per_s']:9,.0f} {row['rollout_steps_per_s']:10,.0f} "
+                  f"{(f'{tianshou:,.0f}' if tianshou else '-'):>11s} "
+                  f"{met(row['train_over_rollout'], row['rollout_target']):>32s} "
+                  f"{met(row.get('train_over_tianshou'), row.get('tianshou_target')):>30s}  {replay}")
+    print("steps per CPU second of this process; replay ratio: dqn gradient samples per env step")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--algorithms", nargs="+", default=list(ALGORITHMS), choices=ALGORITHMS)
+    parser.add_argument("--games", nargs="+", default=list(GAMES), choices=list(GAMES))
+    parser.add_argument("--steps", type=int, default=50_000, help="env steps per measurement (default 50000)")
+    parser.add_argument("--device", default=None, help="passed as the algorithms' device param when given")
+    parser.add_argument("--profile", action="store_true", help="cProfile each popmarl train loop (top 25 by tottime)")
+    parser.add_argument("--algorithm-param", action="append", default=[], metavar="K=V",
+                        help="algorithm param for every algorithm (YAML value); repeatable")
+    parser.add_argument("--no-tianshou", action="store_true", help="skip Tianshou's pipeline")
+    parser.add_argument("--json", action="store_true", help="end with one JSON object of the figures")
+    args = parser.parse_args(argv)
+    if args.steps < 1:
+        parser.error("--steps: must be at least 1")
+    from popmarl.bench import parse_params
+    from popmarl.errors import UserError
+
+    try:
+        params = parse_params(args.algorithm_param, "--algorithm-param")
+    except UserError as exc:
+        parser.error(str(exc))
+    if args.device is not None:
+        params["device"] = args.device
+    torch.set_num_threads(1)
+    logging.getLogger("tianshou").setLevel(logging.ERROR)
+    results: dict[str, dict[str, dict[str, Any]]] = {}
+    for name in args.algorithms:
+        for game in args.games:
+            try:
+                row = measure(Setting(algorithm=name, params=params, game=game), args.steps, args.profile,
+                              not args.no_tianshou)
+            except UserError as exc:  # e.g. a param the algorithm does not take
+                parser.error(str(exc))
+            profile = row.pop("profile", None)
+            if profile:
+                print(f"== profile: {name} on {game} (popmarl train loop, top 25 by tottime)")
+                print(profile)
+            results.setdefault(name, {})[game] = row
+    print_table(results)
+    if args.json:
+        print(json.dumps(results))
+
+
+if __name__ == "__main__":
+    main()

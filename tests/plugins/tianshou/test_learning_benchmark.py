@@ -1,0 +1,52 @@
+"""``benchmarks/learning.py`` runs end to end at a tiny size: every algorithm and game it
+is asked for gets its three throughputs, and ``--json`` ends with them as one object."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("popmarl_tianshou")
+pytest.importorskip("shimmy")
+
+SCRIPT = Path(__file__).parents[3] / "benchmarks" / "learning.py"
+
+
+def test_learning_benchmark_json_last_line() -> None:
+    steps = 400
+    done = subprocess.run([sys.executable, str(SCRIPT), "--algorithms", "dqn", "a2c", "--games", "leduc", "tictactoe",
+                           "--steps", str(steps), "--json"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    results = json.loads(done.stdout.strip().splitlines()[-1])
+    assert set(results) == {"dqn", "a2c"}
+    for algorithm, games in results.items():
+        assert set(games) == {"leduc", "tictactoe"}
+        for row in games.values():
+            for key in ("train_steps_per_s", "rollout_steps_per_s", "tianshou_steps_per_s"):
+                assert row[key] > 0
+            assert row["train_env_steps"] >= steps and row["tianshou_env_steps"] >= steps
+            assert row["train_over_rollout"] == pytest.approx(row["train_steps_per_s"] / row["rollout_steps_per_s"])
+            assert row["train_over_tianshou"] == pytest.approx(row["train_steps_per_s"] / row["tianshou_steps_per_s"])
+            assert row["rollout_target"] == (0.25 if algorithm == "dqn" else 0.5)
+            assert row["tianshou_target"] == 5.0
+            assert ("replay_ratio" in row) == (algorithm == "dqn")
+
+
+def test_learning_benchmark_bad_param_is_one_line_exit_2() -> None:
+    done = subprocess.run([sys.executable, str(SCRIPT), "--algorithm-param", "lr", "--json"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert "--algorithm-param: expected KEY=VALUE, got 'lr'" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_learning_benchmark_unknown_param_is_one_line_exit_2() -> None:
+    done = subprocess.run([sys.executable, str(SCRIPT), "--algorithms", "ppo", "--games", "leduc", "--algorithm-param",
+                           "foo=1"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert "error: algorithm.params.foo: unknown key; allowed: lr," in done.stderr
+    assert "Traceback" not in done.stderr and done.stdout == ""
