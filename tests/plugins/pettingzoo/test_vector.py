@@ -268,3 +268,29 @@ def test_a_closed_vectors_copies_are_reused_and_play_as_fresh_ones() -> None:
     again.close()
     again.close()  # twice: the copies are handed back once
     assert len(env._idle) == 3
+
+
+@pytest.mark.parametrize("module", ["pettingzoo.classic.tictactoe_v3", "pettingzoo.classic.connect_four_v3"])
+def test_games_behind_pettingzoos_guards_play_the_same_without_them(module: str, play: Play,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    from popmarl_pettingzoo import vector
+
+    env = PettingZooEnv(module=module)
+    guarded = env.vector(num_envs=4, seed=3)
+    assert all(p is e.unwrapped for p, e in zip(guarded._play, guarded.envs))  # stepped directly
+    direct = [(i, r.tolist(), t) for i, r, t in play(env, guarded, 150, seed=5)]
+    monkeypatch.setattr(vector, "guards_only", lambda env: False)
+    wrapped = env.vector(num_envs=4, seed=3)
+    assert all(p is e for p, e in zip(wrapped._play, wrapped.envs))
+    assert [(i, r.tolist(), t) for i, r, t in play(env, wrapped, 150, seed=5)] == direct and direct
+
+
+def test_a_wrapper_that_is_no_guard_is_stepped_through() -> None:
+    from popmarl_pettingzoo.vector import guards_only
+    from pettingzoo.classic import leduc_holdem_v4, tictactoe_v3
+    from pettingzoo.utils.wrappers import BaseWrapper, OrderEnforcingWrapper
+
+    assert guards_only(tictactoe_v3.env()) and guards_only(tictactoe_v3.raw_env())
+    assert guards_only(leduc_holdem_v4.env())
+    assert not guards_only(BaseWrapper(tictactoe_v3.env()))
+    assert not guards_only(OrderEnforcingWrapper(BaseWrapper(tictactoe_v3.raw_env())))  # one inside a guard

@@ -14,7 +14,10 @@ AEC games: rewards follow PettingZoo's ``last()`` contract (an agent's cumulativ
 since it last acted, collected whenever it is selected, dead or alive), so returns equal
 PettingZoo's own totals. Dead agents are stepped with ``None`` here, never shown to
 policies. Per-step state is read from ``env.unwrapped`` (PettingZoo's wrappers write
-their effects there); ``observe`` and ``step`` go through the wrappers.
+their effects there); ``observe`` and ``step`` go through the wrappers, except where
+every wrapper is one of PettingZoo's guards (:func:`guards_only`, as on the classic
+games): those only check that play is legal, which masked policies' play always is, and
+they cost about as much as the game itself.
 """
 
 from __future__ import annotations
@@ -141,12 +144,28 @@ class _Vector(VectorEnv):
             env.close()
 
 
+def guards_only(env: Any) -> bool:
+    """Whether every wrapper around ``env``'s game is one of PettingZoo's guards
+    (order enforcing, action bounds, illegal-move termination): stepping the game
+    itself then plays the same for legal actions."""
+    from pettingzoo.utils.wrappers import AssertOutOfBoundsWrapper, OrderEnforcingWrapper, TerminateIllegalWrapper
+
+    guards = (AssertOutOfBoundsWrapper, OrderEnforcingWrapper, TerminateIllegalWrapper)
+    while env is not env.unwrapped:
+        if type(env) not in guards:
+            return False
+        env = env.env
+    return True
+
+
 class AECVector(_Vector):
     """Turn-based (AEC) games: each copy waits on exactly one agent at a time."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._raw = [env.unwrapped for env in self.envs]
+        # What observe and step go through: the game itself behind guards only.
+        self._play = [raw if guards_only(env) else env for env, raw in zip(self.envs, self._raw)]
 
     def reset(self) -> Step:
         rewards, finished = self._zeros(), Finished()
@@ -159,7 +178,7 @@ class AECVector(_Vector):
     def step(self, actions: Mapping[str, np.ndarray]) -> Step:
         rewards, finished = self._zeros(), Finished()
         selected: dict[str, list[int]] = {}
-        envs, steps = self.envs, self._steps
+        envs, steps = self._play, self._steps
         for _, ids, decoded in self._actions(actions):
             for i, action in zip(ids, decoded):
                 envs[i].step(action)
@@ -174,7 +193,7 @@ class AECVector(_Vector):
     def _advance(self, i: int, rewards: np.ndarray, finished: Finished) -> str:
         """Collect rewards, step dead agents, end and restart the episode as needed;
         return the live agent copy ``i`` now waits on."""
-        env, raw, index, returns = self.envs[i], self._raw[i], self._index, self._returns
+        env, raw, index, returns = self._play[i], self._raw[i], self._index, self._returns
         restarted = False
         while True:
             agents = raw.agents
@@ -207,7 +226,7 @@ class AECVector(_Vector):
             return agent  # type: ignore[no-any-return]
 
     def _observe(self, agent: str, copies: list[int]) -> list[Any]:
-        envs = self.envs
+        envs = self._play
         return [envs[i].observe(agent) for i in copies]
 
     def _infos_of(self, agent: str, copies: list[int]) -> list[Any]:

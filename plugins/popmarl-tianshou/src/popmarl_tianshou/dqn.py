@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from tianshou.algorithm import DQN as TianshouDQN
 from tianshou.algorithm.modelfree.dqn import DiscreteQLearningPolicy
-from tianshou.data import Batch, ReplayBuffer
+from tianshou.data import ReplayBuffer
 from tianshou.utils.torch_utils import policy_within_training_step, torch_train_mode
 
 from popmarl.algorithm import Algorithm, PolicySpace
