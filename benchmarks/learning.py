@@ -34,7 +34,9 @@ Tianshou). dqn's replay ratio is gradient samples (gradient steps × batch size)
 step. CPU time is the headline: other jobs on a shared machine barely move it.
 
 Measured with ``python benchmarks/learning.py --json`` (50,000 steps) on the 2-core dev
-machine, shared with other jobs (noisy), main at 1118277, 2026-11-23; steps per CPU-s:
+machine, shared with other jobs (noisy), 2026-11-23; steps per CPU-s. Before issue 15's
+changes (main at 1118277; dqn then took 0.25 gradient steps of 256 per learner
+transition, ~34 samples per env step; training batches of 32 episodes on 32 games):
 
     algorithm game       train  rollout  tianshou  train/rollout      train/tianshou  replay ratio
     dqn       leduc      2,160   48,348       482  0.04 (>= 0.25 no)  4.5 (>= 5 no)   33.7
@@ -44,8 +46,21 @@ machine, shared with other jobs (noisy), main at 1118277, 2026-11-23; steps per 
     a2c       leduc     11,434   41,094     1,634  0.28 (>= 0.5 no)   7.0 (>= 5 yes)  -
     a2c       tictactoe  5,864   13,082     2,975  0.45 (>= 0.5 no)   2.0 (>= 5 no)   -
 
-(dqn's default: 0.25 gradient steps of 256 per learner transition, about half the env
-steps, so ~32 samples per env step.)
+After (column-wise episodes, vectorised batching, fused Adam, dqn's replay ratio 16
+samples per learner decision, batches of 128 episodes on 64 games, PettingZoo copies
+reused and stepped past PettingZoo's guard wrappers; Tianshou's side trains the same
+configured algorithms, so its figures moved too):
+
+    algorithm game       train  rollout  tianshou  train/rollout      train/tianshou  replay ratio
+    dqn       leduc      8,109   74,874     1,139  0.11 (>= 0.25 no)  7.1 (>= 5 yes)  8.2
+    dqn       tictactoe  6,650   46,774     1,604  0.14 (>= 0.25 no)  4.1 (>= 5 no)   9.1
+    ppo       leduc     17,938   66,097     2,032  0.27 (>= 0.5 no)   8.8 (>= 5 yes)  -
+    ppo       tictactoe 12,492   33,881     2,923  0.37 (>= 0.5 no)   4.3 (>= 5 no)   -
+    a2c       leduc     25,982   64,795     2,106  0.40 (>= 0.5 no)  12.3 (>= 5 yes)  -
+    a2c       tictactoe 21,466   33,798     3,240  0.64 (>= 0.5 yes)  6.6 (>= 5 yes)  -
+
+dqn's gradient steps (Tianshou's update: ~2.5 ms each at batch 256 on one core, about
+half of it Tianshou's per-step batching) set its pace; ppo's 4 epochs likewise.
 
     python benchmarks/learning.py [--algorithms dqn ppo a2c] [--games leduc tictactoe]
         [--steps 50000] [--device cpu] [--profile] [--algorithm-param K=V ...] [--json]
