@@ -270,7 +270,7 @@ def psro_only_training_key_in_a_marl_run(ws):
 
 @case("training.window", "keep: best", "at most 32, got 100")
 def keep_best_with_a_window_no_version_fills(ws):
-    return ["run", ws.config(training={"keep": "best"}), "--out", ws.out]
+    return ["run", ws.config(training={"keep": "best", "episodes_per_update": 32}), "--out", ws.out]
 
 
 @case("stopping.target_nash_conv", "applies to scenario psro only")
