@@ -86,7 +86,7 @@ class MaskedDQN(TianshouDQN):
         if self.is_double:
             q = target if lagged is None else online(obs_next)[0]
             best = self.policy.compute_q_value(q, mask).argmax(dim=1)  # over the legal actions
-            return target[torch.arange(len(best)), best]
+            return target[torch.arange(len(best), device=target.device), best]
         return self.policy.compute_q_value(target, mask).max(dim=1)[0]
 
 
