@@ -25,7 +25,11 @@ class Trainer(ABC):
 
     @abstractmethod
     def update(self, episodes: Sequence[Episode]) -> Mapping[str, float]:
-        """Learn from ``episodes`` (the newest since the last call); return metrics."""
+        """Learn from ``episodes`` (the newest since the last call); return metrics.
+
+        In-process they arrive as one :class:`~popmarl.records.EpisodeBatch` (column-wise:
+        ``EpisodeBatch.of(episodes)`` returns it as is and gathers any other sequence), so
+        a trainer that works on whole columns need not loop over episodes."""
 
     @abstractmethod
     def state(self) -> TrainerState:
