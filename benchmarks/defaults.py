@@ -23,11 +23,18 @@ overrides apply to every run (a ``training.`` key adds a training block)::
     python benchmarks/defaults.py --checks kuhn user_game --algorithms dqn --seeds 0 1
     python benchmarks/defaults.py --checks tictactoe --set stopping.max_iterations=6 --json
 
-Measured 2026-11-23 (2-core machine, shared, seed 0; defaults after issue 15's changes):
-kuhn dqn NashConv 0.0 at iteration 10 (54 s wall); kuhn ppo 0.0002 at iteration 10;
-leduc dqn <= 1.0 first at iteration 45 after 400 s wall (1.81M env steps); tictactoe dqn
-10 iterations (74 s): loss vs random 0.021 (player_1) / 0.259 (player_2) -- not met;
-user_game (Nim 11) dqn: win 1.000 / 0.972 (perfect 1.000 / 0.963), ppo: 0.998 / 0.971.
+Measured 2026-11-23 (2-core machine, shared, seed 0; defaults after issue 15's changes;
+the same configs run by hand with ``popmarl run`` / ``popmarl eval``):
+
+- kuhn: dqn NashConv 0.0 at iteration 10 (54 s wall); ppo 0.0002 (52 s) -- met;
+- leduc: dqn <= 1.0 first at iteration 45 after 400 s wall (1.81M env steps), 0.70 at
+  best (iteration 115), 0.748 at iteration 200 (1,482 s) -- met; ppo (200 iterations
+  cap, 731 s): 1.32 at best, 1.62 at the end -- not met;
+- tictactoe: dqn loss vs random 0.021 (player_1) / 0.259 (player_2) in 74 s, ppo 0.092 /
+  0.462 -- not met;
+- connect_four: dqn 0.048 / 0.219 (177 s) -- not met;
+- user_game (Nim 11): dqn win 1.000 / 0.972, ppo 0.998 / 0.971 (perfect 1.000 / 0.963)
+  -- met.
 """
 
 from __future__ import annotations
