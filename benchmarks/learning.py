@@ -121,13 +121,8 @@ class Setting:
 
 
 def default_budget(config: Any, steps: int) -> Any:
-    """The ``TrainBudget`` a ``psro`` run builds from ``config.training`` (every budget
-    field from the training field of the same name), capped at ``steps``."""
-    from popmarl.records import TrainBudget
-
-    training = config.training
-    fields = {f.name: getattr(training, f.name) for f in attrs.fields(TrainBudget) if hasattr(training, f.name)}
-    return TrainBudget(**{**fields, "max_env_steps": steps})
+    """The ``TrainBudget`` a ``psro`` run builds from ``config.training``, capped at ``steps``."""
+    return attrs.evolve(config.training.budget(), max_env_steps=steps)
 
 
 def popmarl_train(setting: Setting, steps: int, profile: bool) -> dict[str, Any]:

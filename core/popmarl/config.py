@@ -20,6 +20,7 @@ from popmarl.structure import structure_attrs, unstructure
 from popmarl.validators import at_least_one, non_negative, optional, positive, unit_interval
 
 if TYPE_CHECKING:
+    from popmarl.records import TrainBudget
     from popmarl.registries import Registries, RegistriesLike
 
 
@@ -70,6 +71,13 @@ class TrainingConfig:
     def __attrs_post_init__(self) -> None:
         if self.max_env_steps is None and self.max_episodes is None and self.max_wall_time_s is None:
             raise ValueError("set at least one of max_env_steps, max_episodes, max_wall_time_s")
+
+    def budget(self) -> TrainBudget:
+        """The budget of one training run: every :class:`~popmarl.records.TrainBudget`
+        field from the field of the same name here."""
+        from popmarl.records import TrainBudget
+
+        return TrainBudget(**{f.name: getattr(self, f.name) for f in attrs.fields(TrainBudget)})
 
 
 @attrs.frozen(kw_only=True)

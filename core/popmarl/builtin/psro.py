@@ -32,7 +32,6 @@ from popmarl.records import (
     LearnerState,
     Opponents,
     PolicySpec,
-    TrainBudget,
     TrainResult,
     TrainTask,
     Weights,
@@ -179,12 +178,7 @@ class PSRO(IterativeScenario):
         carries on from the population's newest policy with its trainer's state."""
         ctx = self.ctx
         training = ctx.config.training
-        budget = TrainBudget(max_env_steps=training.max_env_steps, max_episodes=training.max_episodes,
-                             max_wall_time_s=training.max_wall_time_s,
-                             episodes_per_update=training.episodes_per_update, window=training.window,
-                             target_return=training.target_return, target_win_rate=training.target_win_rate,
-                             keep=training.keep, self_play=training.self_play,
-                             opponent_epsilon=training.opponent_epsilon)
+        budget = training.budget()
         opponents = tuple(
             Opponents(agent=agent, population=ctx.mapping.population_of[agent],
                       policy_ids=tuple(state.policies[ctx.mapping.population_of[agent]]), mixture=state.meta[k])
