@@ -120,9 +120,10 @@ class Setting:
                          "algorithm": {"name": self.algorithm, "params": dict(self.params)}}, source="benchmark")
 
 
-def default_budget(config: Any, steps: int) -> Any:
-    """The ``TrainBudget`` a ``psro`` run builds from ``config.training``, capped at ``steps``."""
-    return attrs.evolve(config.training.budget(), max_env_steps=steps)
+def default_budget(config: Any, steps: int, algorithm: Any) -> Any:
+    """The ``TrainBudget`` a ``psro`` run builds from ``config.training`` for a learner of
+    ``algorithm``, capped at ``steps``."""
+    return attrs.evolve(config.training.budget(algorithm.opponent_epsilon), max_env_steps=steps)
 
 
 def popmarl_train(setting: Setting, steps: int, profile: bool) -> dict[str, Any]:
@@ -157,7 +158,7 @@ def popmarl_train(setting: Setting, steps: int, profile: bool) -> dict[str, Any]
                           iteration=1)
         return TrainTask(learners=(LearnerSpec(key=key, population=learner, seats=mapping.agents_of(learner),
                                                one_seat=True, seed=seed, snapshot=spec),),
-                         seed=seed, opponents=opponents, budget=default_budget(config, budget_steps))
+                         seed=seed, opponents=opponents, budget=default_budget(config, budget_steps, algorithms[learner]))
 
     executor.train(task("warm-up", min(2_000, steps), 1))  # first calls, lazy imports
     profiler = cProfile.Profile() if profile else None

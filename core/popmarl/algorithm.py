@@ -51,9 +51,16 @@ class Algorithm(Component):
     episodes of its newest version; an algorithm that learns correctly from older
     weights' play (DQN's replay) sets it False and accepts episodes up to the backend's
     staleness limit. True unless an algorithm says otherwise: the safe assumption.
+
+    ``opponent_epsilon``: the opponent exploration a ``psro`` best response of this
+    algorithm trains against when ``training.opponent_epsilon`` is not set (the share of
+    opponent moves replaced by uniformly random legal ones). 0.0 unless an algorithm
+    says otherwise; a value learner that must meet the positions other play leads to
+    (DQN: board games) asks for some.
     """
 
     on_policy: ClassVar[bool] = True
+    opponent_epsilon: ClassVar[float] = 0.0
 
     @abstractmethod
     def make_policy(self, *, space: PolicySpace, seed: int) -> Policy:

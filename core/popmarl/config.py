@@ -51,11 +51,22 @@ class StoppingConfig:
 @attrs.frozen(kw_only=True)
 class TrainingConfig:
     """One oracle training run (learning algorithms only): its budget, its early stop on
-    a windowed return or win rate, which snapshot it keeps, how it starts (``init``:
-    ``fresh``, or ``previous``: carry on from the population's newest policy with its
-    trainer's state, a warm start), and how it plays."""
+    a windowed return or win rate or on a plateau of the return (``patience`` update
+    rounds without a significant improvement, after ``min_env_steps``; see
+    :mod:`popmarl.progress`), which snapshot it keeps, how it starts (``init``:
+    ``newest_weights``, a new trainer on the weights of the population's newest policy;
+    ``fresh``; or ``previous``: carry on from the population's newest policy with its
+    trainer's state), and how it plays (``opponent_epsilon``, ``self_play``).
+
+    The defaults (20,000 env steps, ``newest_weights``, ``opponent_epsilon`` from the
+    algorithm: 0.3 for dqn, 0 for ppo and a2c) are what measured best across poker and
+    board games (``benchmarks/defaults.py``): a new best response keeps what the
+    population's newest policy learned, and a value learner's opponents sometimes move at
+    random, so that it meets positions their policies never reach."""
 
     max_env_steps: int | None = attrs.field(default=20_000, validator=optional(at_least_one))
+    min_env_steps: int | None = attrs.field(default=None, validator=optional(at_least_one))
+    patience: int | None = attrs.field(default=None, validator=optional(at_least_one))
     max_episodes: int | None = attrs.field(default=None, validator=optional(at_least_one))
     max_wall_time_s: float | None = attrs.field(default=None, validator=optional(positive))
     episodes_per_update: int = attrs.field(default=128, validator=at_least_one)
@@ -64,20 +75,26 @@ class TrainingConfig:
     target_return: float | None = None
     target_win_rate: float | None = attrs.field(default=None, validator=optional(unit_interval))
     keep: Literal["last", "best"] = "last"
-    init: Literal["fresh", "previous"] = "fresh"
+    init: Literal["fresh", "previous", "newest_weights"] = "newest_weights"
     self_play: float = attrs.field(default=0.0, validator=unit_interval)
-    opponent_epsilon: float = attrs.field(default=0.0, validator=unit_interval)
+    opponent_epsilon: float | None = attrs.field(default=None, validator=optional(unit_interval))
 
     def __attrs_post_init__(self) -> None:
         if self.max_env_steps is None and self.max_episodes is None and self.max_wall_time_s is None:
             raise ValueError("set at least one of max_env_steps, max_episodes, max_wall_time_s")
+        if self.min_env_steps is not None and self.max_env_steps is not None and self.min_env_steps > self.max_env_steps:
+            raise ValueError(f"min_env_steps ({self.min_env_steps}) exceeds max_env_steps ({self.max_env_steps})")
 
-    def budget(self) -> TrainBudget:
+    def budget(self, algorithm_opponent_epsilon: float = 0.0) -> TrainBudget:
         """The budget of one training run: every :class:`~popmarl.records.TrainBudget`
-        field from the field of the same name here."""
+        field from the field of the same name here; ``opponent_epsilon``, when not set,
+        from the learner's algorithm (:attr:`popmarl.algorithm.Algorithm.opponent_epsilon`)."""
         from popmarl.records import TrainBudget
 
-        return TrainBudget(**{f.name: getattr(self, f.name) for f in attrs.fields(TrainBudget)})
+        fields = {f.name: getattr(self, f.name) for f in attrs.fields(TrainBudget)}
+        if self.opponent_epsilon is None:
+            fields["opponent_epsilon"] = algorithm_opponent_epsilon
+        return TrainBudget(**fields)
 
 
 @attrs.frozen(kw_only=True)

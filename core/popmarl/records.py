@@ -71,8 +71,10 @@ class TrainBudget:
     """When one oracle training run stops, and what it keeps.
 
     Training ends at the first of: ``max_env_steps``, ``max_episodes``,
-    ``max_wall_time_s``, or the mean return (``target_return``) or win rate (return > 0,
-    ``target_win_rate``) over the last ``window`` episodes reaching its target. ``keep``:
+    ``max_wall_time_s``, the mean return (``target_return``) or win rate (return > 0,
+    ``target_win_rate``) over the last ``window`` episodes reaching its target, or (with
+    ``patience`` set) the return over that window no longer improving for ``patience``
+    update rounds, once ``min_env_steps`` are played (:mod:`popmarl.progress`). ``keep``:
     the ``last`` weights, or the ``best`` version: the one whose own first ``window``
     episodes have the highest mean return (:mod:`popmarl.keep`).
     ``self_play``: the share of episodes in which every seat but the learner's is played
@@ -90,6 +92,8 @@ class TrainBudget:
     window: int = 100
     target_return: float | None = None
     target_win_rate: float | None = None
+    patience: int | None = None
+    min_env_steps: int | None = None
     keep: str = "last"
     self_play: float = 0.0
     opponent_epsilon: float = 0.0

@@ -12,8 +12,7 @@ tasks: see ``popmarl_ray``).
 from __future__ import annotations
 
 import time
-from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -21,7 +20,8 @@ from popmarl.env import MixedProfile
 from popmarl.keep import KeptWeights
 from popmarl.learner import Learner, LearnerError, Learners
 from popmarl.policy import Policy
-from popmarl.records import FrozenPolicy, TrainBudget, TrainResult, TrainTask, Weights
+from popmarl.progress import TrainingProgress
+from popmarl.records import FrozenPolicy, TrainResult, TrainTask, Weights
 from popmarl.rollout import OpponentDraw, RolloutWorker, Seating
 
 PolicyOf = Callable[[str], Policy]
@@ -35,7 +35,7 @@ def run_task(task: TrainTask, *, learners: Learners, rollout: RolloutWorker, pol
     training = [(spec, learner) for spec, learner in zip(task.learners, prepared)
                 if learner.trainer is not None and spec.key not in answered]
     kept = {spec.key: KeptWeights(task.budget) for spec, _ in training}
-    windows = {spec.key: deque[float](maxlen=task.budget.window) for spec, _ in training}
+    progress = TrainingProgress(task.budget, [spec.key for spec, _ in training])
     learner_metrics: dict[str, dict[str, float]] = {spec.key: {} for spec in task.learners}
     env_steps = episodes = rounds = 0
     updates = dict.fromkeys(kept, 0)
@@ -63,7 +63,7 @@ def run_task(task: TrainTask, *, learners: Learners, rollout: RolloutWorker, pol
             team_returns.extend(played.returns.sum(axis=1).tolist())
             for (spec, learner), trajectories in zip(training, played.episodes):
                 returns = trajectories.returns.tolist()
-                windows[spec.key].extend(returns)
+                progress.played(spec.key, returns)
                 kept[spec.key].played(version, returns)
                 if trajectories:
                     assert learner.trainer is not None
@@ -71,20 +71,17 @@ def run_task(task: TrainTask, *, learners: Learners, rollout: RolloutWorker, pol
                     learner_metrics[spec.key].update({k: float(v) for k, v in update.items()})
                     updates[spec.key] += 1
             rounds += 1
+            progress.round_done()
             version += 1
             for spec, learner in training:
                 if kept[spec.key].best:
                     kept[spec.key].published(version, learner.policy.get_weights())
             elapsed = time.monotonic() - start
-            if not played.tags or budget_spent(budget, env_steps, episodes, elapsed, windows.values()):
+            if not played.tags or progress.spent(env_steps, episodes, elapsed):
                 break
     for spec, _ in training:
-        window = windows[spec.key]
-        learner_metrics[spec.key].update({
-            "updates": float(updates[spec.key]),
-            "window_return": float(np.mean(window)) if window else 0.0,
-            "window_win_rate": float(np.mean(np.asarray(window) > 0)) if window else 0.0,
-            **kept[spec.key].metrics()})
+        learner_metrics[spec.key].update({"updates": float(updates[spec.key]),
+                                          **progress.learners[spec.key].metrics(), **kept[spec.key].metrics()})
     policies = []
     for spec, learner in zip(task.learners, prepared):
         if spec.snapshot is None:
@@ -139,24 +136,3 @@ def opponent_draw(task: TrainTask, policy_of: PolicyOf) -> OpponentDraw:
         probs = np.asarray([p for _, p in profiles], dtype=float)
         joint = (task.joint.agents, [[policy_of(pid) for pid in prof] for prof, _ in profiles], probs / probs.sum())
     return OpponentDraw(seats, joint)
-
-
-def budget_spent(budget: TrainBudget, env_steps: int, episodes: int, elapsed: float,
-                 windows: Iterable[deque[float]]) -> bool:
-    """Whether any stopping condition of ``budget`` holds (a windowed target: once every
-    learner's full window reaches it)."""
-    if budget.max_env_steps is not None and env_steps >= budget.max_env_steps:
-        return True
-    if budget.max_episodes is not None and episodes >= budget.max_episodes:
-        return True
-    if budget.max_wall_time_s is not None and elapsed >= budget.max_wall_time_s:
-        return True
-    windows = list(windows)
-    if not windows or any(len(w) < (w.maxlen or 0) for w in windows):
-        return False
-    if budget.target_return is not None and all(np.mean(w) >= budget.target_return for w in windows):
-        return True
-    if budget.target_win_rate is not None and all(np.mean(np.asarray(w) > 0) >= budget.target_win_rate
-                                                  for w in windows):
-        return True
-    return False

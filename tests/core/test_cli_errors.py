@@ -273,6 +273,16 @@ def keep_best_with_a_window_no_version_fills(ws):
     return ["run", ws.config(training={"keep": "best", "episodes_per_update": 32}), "--out", ws.out]
 
 
+@case("training", "min_env_steps (50000) exceeds max_env_steps (20000)")
+def plateau_floor_above_the_cap(ws):
+    return ["run", ws.config(training={"min_env_steps": 50000, "patience": 3}), "--out", ws.out]
+
+
+@case("training.patience", "applies to scenario psro only")
+def plateau_rule_in_a_marl_run(ws):
+    return ["run", ws.config(scenario="marl", training={"patience": 3}), "--out", ws.out]
+
+
 @case("stopping.target_nash_conv", "applies to scenario psro only")
 def target_nash_conv_in_a_marl_run(ws):
     return ["run", ws.config(scenario="marl", stopping={"target_nash_conv": 0.1}), "--out", ws.out]

@@ -22,11 +22,12 @@ def with_schedule(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _config(keep: str, **training: Any) -> dict[str, Any]:
-    # rock-paper-scissors; both learners train against the initial policy (rock) and play
-    # rock, paper, scissors with versions 1, 2, 3: version 2 alone wins its episodes.
+    # rock-paper-scissors; both learners train against the initial policy (rock, never a
+    # random move) and play rock, paper, scissors with versions 1, 2, 3: version 2 alone
+    # wins its episodes.
     return {"algorithm": {"name": "schedule", "params": {"schedule": [0, 1, 2]}},
             "training": {"max_env_steps": None, "max_episodes": 12, "episodes_per_update": 4, "window": 4,
-                         "keep": keep, **training},
+                         "keep": keep, "opponent_epsilon": 0.0, **training},
             "stopping": {"max_iterations": 1}}
 
 

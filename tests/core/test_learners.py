@@ -370,3 +370,22 @@ def test_a_learner_key_that_cannot_name_a_directory_is_refused(tmp_path: Path) -
     bad = {"a/b": LearnerState(key="a/b", population="player_0", seed=0, weights={"probs": ROCK})}
     with pytest.raises(ValueError, match=r"^learner key 'a/b': may use only letters, digits, _ \. -"):
         run_dir.commit({"iteration": 1}, {}, [{"iteration": 1}], learners=bad)
+
+
+# -- when training stops -------------------------------------------------------------------------
+def test_patience_stops_a_run_whose_return_no_longer_improves() -> None:
+    # Against rock, versions play rock, paper, scissors, rock, ...: round returns 0, 1, -1, 0, 1.
+    # Round 2 improves on round 1; rounds 3 and 4 do not: patience 2 ends the run there.
+    def run_with(**budget: object) -> TrainResult:
+        spec = task(learner(), episodes=100)
+        limits = TrainBudget(max_env_steps=None, max_episodes=100, episodes_per_update=4, window=4, **budget)
+        return executor().train(TrainTask(learners=spec.learners, seed=3, opponents=(against("player_1/0"),),
+                                          budget=limits))
+
+    stopped = run_with(patience=2)
+    assert stopped.episodes == 16 and stopped.learner_metrics["p0"]["updates"] == 4
+    # Not before min_env_steps (two env steps per game, one per seat): then at once.
+    assert run_with(patience=2, min_env_steps=40).episodes == 20
+    # A round that beats the best by no more than its standard error is no improvement:
+    # without patience the budget runs out.
+    assert run_with().episodes == 100

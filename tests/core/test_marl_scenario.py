@@ -133,7 +133,7 @@ def test_marl_rejects_an_algorithm_that_does_not_learn(tmp_path):
                         "stopping": {"max_iterations": 1}})
 
 
-@pytest.mark.parametrize(("key", "value"), [("self_play", 0.5), ("opponent_epsilon", 0.3), ("keep", "best"),
+@pytest.mark.parametrize(("key", "value"), [("self_play", 0.5), ("opponent_epsilon", 0.5), ("keep", "best"),
                                             ("target_win_rate", 0.9)])
 def test_marl_rejects_training_keys_that_only_psro_uses(tmp_path, with_reinforce, key, value):
     with pytest.raises(popmarl.ConfigError, match=rf"training\.{key}: applies to scenario psro only"):

@@ -49,7 +49,8 @@ class MARLConfig:
 
 
 #: ``training`` keys about one best response against frozen opponents: ``psro`` only.
-PSRO_ONLY_TRAINING = ("window", "target_return", "target_win_rate", "keep", "self_play", "opponent_epsilon", "init")
+PSRO_ONLY_TRAINING = ("window", "target_return", "target_win_rate", "patience", "min_env_steps", "keep", "self_play",
+                      "opponent_epsilon", "init")
 
 
 @attrs.define

@@ -178,27 +178,30 @@ class PSRO(IterativeScenario):
         carries on from the population's newest policy with its trainer's state."""
         ctx = self.ctx
         training = ctx.config.training
-        budget = training.budget()
         opponents = tuple(
             Opponents(agent=agent, population=ctx.mapping.population_of[agent],
                       policy_ids=tuple(state.policies[ctx.mapping.population_of[agent]]), mixture=state.meta[k])
             for k, agent in enumerate(ctx.env.agents)
         )
         warm = training.init == "previous"
+        from_newest = training.init == "newest_weights"
         tasks = []
         for k, population in enumerate(ctx.mapping.populations):
             spec = PolicySpec(policy_id=policy_id(population, len(state.policies[population])),
                               population=population, algorithm=ctx.agents[population].algorithm_name, iteration=iteration)
             learner = LearnerSpec(key=population, population=population, seats=ctx.mapping.agents_of(population),
                                   one_seat=True, seed=derive_seed(ctx.config.seed, iteration, k),
-                                  init=self._init(state, population, warm), snapshot=spec)
+                                  init=self._init(state, population, warm, from_newest), snapshot=spec)
+            budget = training.budget(ctx.agents[population].algorithm.opponent_epsilon)
             tasks.append(TrainTask(learners=(learner,), seed=derive_seed(ctx.config.seed, iteration, k),
                                    opponents=opponents, budget=budget, return_state=warm))
         return tasks
 
-    def _init(self, state: PSROState, population: str, warm: bool) -> LearnerInit:
+    def _init(self, state: PSROState, population: str, warm: bool, from_newest: bool) -> LearnerInit:
         """A fresh learner; or, warm, the population's learner carrying on from its newest
         policy (restored from the checkpoint after a resume; fresh at iteration 1)."""
+        if from_newest and len(state.policies[population]) > 1:
+            return LearnerInit.start_from(state.policies[population][-1])
         if not warm or population not in state.learners:
             return LearnerInit()
         newest = state.policies[population][-1]

@@ -16,17 +16,15 @@ co-learning tasks run in the actor through the core :func:`~popmarl.training.run
 from __future__ import annotations
 
 import time
-from collections import deque
 from typing import Any
 
-import numpy as np
 import ray
 
 from popmarl.errors import PopmarlError
 from popmarl.keep import KeptWeights
 from popmarl.learner import Learner
+from popmarl.progress import TrainingProgress
 from popmarl.records import FrozenPolicy, TrainResult, TrainTask
-from popmarl.training import budget_spent
 
 #: How long one ``take`` waits for a full batch before the learner looks at its budget.
 TAKE_TIMEOUT_S = 1.0
@@ -69,7 +67,7 @@ class AsyncTraining:
         kept = KeptWeights(budget)
         version = self._publish(key, learner, kept, max_staleness)
         ray.get(self.data_actor.open.remote(key))
-        window: deque[float] = deque(maxlen=budget.window)
+        progress = TrainingProgress(budget, [spec.key])
         start = last_data = time.monotonic()
         updates = 0
         metrics: dict[str, float] = {}
@@ -83,22 +81,22 @@ class AsyncTraining:
                 now = time.monotonic()
                 if batch.episodes:
                     last_data = now
-                    window.extend(e.episode_return for e in batch.episodes)
+                    progress.played(spec.key, [e.episode_return for e in batch.episodes])
                     for played, episode in zip(batch.versions, batch.episodes):
                         kept.played(played, [episode.episode_return])
                     metrics = {k: float(v) for k, v in trainer.update(list(batch.episodes)).items()}
                     updates += 1
+                    progress.round_done()
                     version = self._publish(key, learner, kept, max_staleness)
                 elif now - last_data > self.stall_timeout_s:
                     raise StalledError(f"learner {spec.key}: no episodes for {self.stall_timeout_s:.0f} s")
-                if budget_spent(budget, batch.env_steps, batch.played, now - start, [window]):
+                if progress.spent(batch.env_steps, batch.played, now - start):
                     break
         finally:
             self.data_actor.close.remote(key)
         metrics.update({
             "updates": float(updates),
-            "window_return": float(np.mean(window)) if window else 0.0,
-            "window_win_rate": float(np.mean(np.asarray(window) > 0)) if window else 0.0,
+            **progress.learners[spec.key].metrics(),
             **kept.metrics(),
         })
         policies: tuple[FrozenPolicy, ...] = ()

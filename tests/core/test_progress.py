@@ -1,0 +1,61 @@
+"""The stop rule of a training run (:mod:`popmarl.progress`): limits, targets over the
+return window, and the plateau rule's standard-error test."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from popmarl.progress import TrainingProgress
+from popmarl.records import TrainBudget
+
+
+def progress(**budget: object) -> TrainingProgress:
+    fields: dict[str, object] = {"max_env_steps": 10_000, "window": 4, **budget}
+    return TrainingProgress(TrainBudget(**fields), ["a", "b"])  # type: ignore[arg-type]
+
+
+def play_round(rule: TrainingProgress, a: list[float], b: list[float]) -> None:
+    rule.played("a", a)
+    rule.played("b", b)
+    rule.round_done()
+
+
+def test_limits_stop_whatever_the_returns() -> None:
+    rule = progress(max_episodes=50, max_wall_time_s=5.0)
+    assert not rule.spent(9_999, 49, 4.9)
+    assert rule.spent(10_000, 0, 0.0) and rule.spent(0, 50, 0.0) and rule.spent(0, 0, 5.0)
+
+
+def test_a_target_needs_every_learners_full_window() -> None:
+    rule = progress(target_win_rate=0.75)
+    play_round(rule, [1, 1, 1], [1, 1, 1, 1])
+    assert not rule.spent(0, 0, 0.0)  # a's window holds 3 of 4 games
+    play_round(rule, [1], [-1, -1])
+    assert not rule.spent(0, 0, 0.0)  # b wins half of its last 4
+    play_round(rule, [], [1, 1, 1])
+    assert rule.spent(0, 0, 0.0)  # b: 3 of its last 4
+
+
+def test_the_plateau_rule_counts_rounds_without_a_significant_improvement() -> None:
+    rule = progress(patience=2, min_env_steps=100)
+    play_round(rule, [0, 0, 0, 0], [0, 0, 0, 0])  # the first full window is the best so far
+    play_round(rule, [1, 1, 1, 1], [2, 2, 2, 2])  # both improve
+    assert [rule.learners[k].stale for k in "ab"] == [0, 0]
+    # a: mean 1.25, error sqrt(0.1875 / 4) ~ 0.217: 1.25 > 1 + 0.217, an improvement;
+    # b: mean 2.1 > 2, but not by its error (0.436 / 2 = 0.218 for [2, 2, 1.6, 2.8]): stale.
+    play_round(rule, [1, 1, 1, 2], [2, 2, 1.6, 2.8])
+    assert [rule.learners[k].stale for k in "ab"] == [0, 1]
+    play_round(rule, [1, 1, 1, 1], [2, 2, 2, 2])
+    play_round(rule, [1, 1, 1, 1], [2, 2, 2, 2])
+    assert [rule.learners[k].stale for k in "ab"] == [2, 3]
+    assert not rule.spent(99, 0, 0.0)  # both stale, but fewer than min_env_steps played
+    assert rule.spent(100, 0, 0.0)
+
+
+def test_one_learner_still_improving_keeps_the_run_going() -> None:
+    rule = progress(patience=1)
+    for k in range(6):
+        play_round(rule, [0.0] * 4, [float(k)] * 4)
+        assert not rule.spent(0, 0, 0.0)
+    assert rule.learners["a"].stale == 5 and rule.learners["b"].stale == 0
+    assert np.isclose(rule.learners["b"].metrics()["window_return"], 5.0)
