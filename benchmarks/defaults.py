@@ -23,18 +23,26 @@ overrides apply to every run (a ``training.`` key adds a training block)::
     python benchmarks/defaults.py --checks kuhn user_game --algorithms dqn --seeds 0 1
     python benchmarks/defaults.py --checks tictactoe --set stopping.max_iterations=6 --json
 
-Measured 2026-11-23 (2-core machine, shared, seed 0; defaults after issue 15's changes;
-the same configs run by hand with ``popmarl run`` / ``popmarl eval``):
+Measured 2026-11-23 (2-core machine shared with other jobs, seed 0; defaults: 20,000 env
+steps per best response, ``init: newest_weights``, dqn's opponent exploration 0.3, ppo's 0):
 
-- kuhn: dqn NashConv 0.0 at iteration 10 (54 s wall); ppo 0.0002 (52 s) -- met;
-- leduc: dqn <= 1.0 first at iteration 45 after 400 s wall (1.81M env steps), 0.70 at
-  best (iteration 115), 0.748 at iteration 200 (1,482 s) -- met; ppo (200 iterations
-  cap, 731 s): 1.32 at best, 1.62 at the end -- not met;
-- tictactoe: dqn loss vs random 0.021 (player_1) / 0.259 (player_2) in 74 s, ppo 0.092 /
-  0.462 -- not met;
-- connect_four: dqn 0.048 / 0.219 (177 s) -- not met;
-- user_game (Nim 11): dqn win 1.000 / 0.972, ppo 0.998 / 0.971 (perfect 1.000 / 0.963)
+- kuhn: dqn NashConv 0.0 (first <= 0.1 at iteration 6, 41 s wall); ppo 0.061 (65 s) -- met;
+- leduc: dqn <= 1.0 first at iteration 45 after 264 s wall (1.81M env steps) -- met;
+- tictactoe: dqn loss vs random 0.000 (player_1) / 0.012 (player_2), 59 s -- met (also
+  tests/plugins/pettingzoo/test_pz_defaults.py); ppo 0.137 / 0.384 -- not met;
+- connect_four: dqn 0.165 / 0.264 (133 s) -- not met (the former defaults: 0.048 / 0.219);
+- user_game (Nim 11): dqn win 1.000 / 0.968, ppo 1.000 / 0.952 (perfect 1.000 / 0.963)
   -- met.
+
+Before (``init: fresh``, no opponent exploration): kuhn dqn 0.0, ppo 0.0002; leduc dqn
+<= 1.0 at iteration 45 (400 s, under heavier load); tictactoe dqn 0.019 / 0.240, ppo
+0.088 / 0.498; connect_four dqn 0.048 / 0.219. The tic-tac-toe variants measured on the
+way (dqn, player_1 / player_2 loss): opponent exploration 0.2 alone 0.013 / 0.119; with
+100,000 steps per best response 0.004 / 0.010 (225 s); 100,000 steps without it 0.026 /
+0.320; ``init: previous`` with 0.2: 0.003 / 0.007 (but Leduc NashConv stayed above 1.9
+through iteration 17); ``newest_weights`` with 0.2: 0.000 / 0.023, with 0.3: 0.000 /
+0.012. Opponent exploration 0.3 cost ppo on Kuhn (0.125 and 0.149 at iteration 10), so
+ppo asks for none.
 """
 
 from __future__ import annotations
