@@ -2,13 +2,15 @@
 
 Runs the example configs and prints, per run, NashConv after each iteration and when it
 first reached its target (Kuhn: 0.1 within 12 iterations and 15 minutes; Leduc: 1.0;
+``leduc_half``: 0.5, nash, 40,000 steps per best response, ~16 CPU-minutes;
 the uniform policy's NashConv is 0.9167 on Kuhn and 4.747 on Leduc). NashConv is the
 run summary's: OpenSpiel's NashConv of the aggregated meta-strategy, computed exactly.
 Wall and CPU time include training, exact evaluation and the NashConv computations.
 Needs popmarl-tianshou, popmarl-openspiel and popmarl-solvers::
 
-    python benchmarks/psro_rl.py                       # both examples (~2 + ~18 CPU-minutes)
+    python benchmarks/psro_rl.py                       # every example (~2 + ~18 + ~16 CPU-minutes)
     python benchmarks/psro_rl.py --runs kuhn --seeds 0 1 2
+    python benchmarks/psro_rl.py --runs leduc_half
     python benchmarks/psro_rl.py --runs leduc --set stopping.max_iterations=20
 """
 
@@ -29,6 +31,7 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 RUNS = {
     "kuhn": (EXAMPLES / "psro_kuhn_dqn.yaml", 0.1),
     "leduc": (EXAMPLES / "psro_leduc_dqn.yaml", 1.0),
+    "leduc_half": (EXAMPLES / "psro_leduc_dqn_half.yaml", 0.5),
 }
 
 
