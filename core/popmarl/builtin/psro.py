@@ -174,8 +174,8 @@ class PSRO(IterativeScenario):
 
     def _train_tasks(self, state: PSROState, iteration: int) -> list[TrainTask]:
         """One task per population: its learner best-responds, in its seats, to the
-        meta-strategy of every seat; it starts fresh, or (``training.init: previous``)
-        carries on from the population's newest policy with its trainer's state."""
+        meta-strategy of every seat, with its algorithm's opponent exploration unless the
+        config sets one; it starts as ``training.init`` says (see :meth:`_init`)."""
         ctx = self.ctx
         training = ctx.config.training
         opponents = tuple(
@@ -198,8 +198,10 @@ class PSRO(IterativeScenario):
         return tasks
 
     def _init(self, state: PSROState, population: str, warm: bool, from_newest: bool) -> LearnerInit:
-        """A fresh learner; or, warm, the population's learner carrying on from its newest
-        policy (restored from the checkpoint after a resume; fresh at iteration 1)."""
+        """A new learner on the population's newest weights (``newest_weights``; fresh while
+        the population holds only its initial policy); a fresh learner; or, warm
+        (``previous``), the population's learner carrying on from its newest policy
+        (restored from the checkpoint after a resume; fresh at iteration 1)."""
         if from_newest and len(state.policies[population]) > 1:
             return LearnerInit.start_from(state.policies[population][-1])
         if not warm or population not in state.learners:
