@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from popmarl.registries import Registries, RegistriesLike
     from popmarl.rollout import RolloutWorker
     from popmarl.scenario import IterativeScenario, RunContext, Scenario
-    from popmarl.solver import MetaSolver, SolverResult
+    from popmarl.solver import JointMetaSolver, MetaSolver, SolverResult
     from popmarl.spaces import Box, Discrete
     from popmarl.tracker import Tracker
     from popmarl.trainer import Trainer, TrainerState
@@ -99,6 +99,7 @@ _EXPORTS: dict[str, str] = {
     "IterativeScenario": "popmarl.scenario",
     "RunContext": "popmarl.scenario",
     "Scenario": "popmarl.scenario",
+    "JointMetaSolver": "popmarl.solver",
     "MetaSolver": "popmarl.solver",
     "SolverResult": "popmarl.solver",
     "Box": "popmarl.spaces",
@@ -173,7 +174,7 @@ def run(config: RunConfig, out: str | None = None, *, resume: str | None = None,
 __all__ = [
     "AgentInterface", "Algorithm", "Backend", "BestResponseProblem", "Box", "CheckpointError", "Component",
     "ConfigError", "Discrete", "Env", "Episode", "EpisodeBatch", "EvalResult", "EvalTask", "ExactEnv", "ExplicitPolicy",
-    "FrozenPolicy", "IterativeScenario", "JointOpponents", "LearnerInit", "LearnerSpec", "LearnerState", "MetaSolver", "Observations", "Opponents", "PluginError", "Policy", "PolicySpace", "PolicySpec",
+    "FrozenPolicy", "IterativeScenario", "JointMetaSolver", "JointOpponents", "LearnerInit", "LearnerSpec", "LearnerState", "MetaSolver", "Observations", "Opponents", "PluginError", "Policy", "PolicySpace", "PolicySpec",
     "PopmarlError", "Registries", "Registry", "ResumeError", "RolloutWorker", "RunContext", "RunInfo", "Scenario",
     "SolverResult", "Step", "Tracker", "TrainBudget", "TrainResult", "TrainTask", "Trainer", "TrainerState",
     "UnknownComponentError", "UserError", "VectorEnv", "algorithms", "backends", "envs", "hookimpl",

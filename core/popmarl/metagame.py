@@ -75,3 +75,65 @@ def check_payoffs(payoffs: np.ndarray) -> np.ndarray:
     if not np.all(np.isfinite(arr)):
         raise ValueError("payoffs contain NaN or infinite entries")
     return arr
+
+
+# -- joint (correlated) distributions over profiles ------------------------------------
+# A joint distribution ``joint`` has shape ``[|S_1|, ..., |S_n|]`` and sums to 1.
+
+
+def marginals(joint: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Each player's marginal mixture of a joint distribution over profiles."""
+    joint = np.asarray(joint, dtype=float)
+    return tuple(joint.sum(axis=tuple(j for j in range(joint.ndim) if j != k)) for k in range(joint.ndim))
+
+
+def joint_values(payoffs: np.ndarray, joint: np.ndarray) -> np.ndarray:
+    """Each player's expected payoff when profiles are drawn from ``joint``."""
+    payoffs = np.asarray(payoffs, dtype=float)
+    return np.array([float((payoffs[k] * joint).sum()) for k in range(payoffs.shape[0])])
+
+
+def cce_gains(payoffs: np.ndarray, joint: np.ndarray) -> np.ndarray:
+    """Per player, the gain of the best strategy played regardless of the recommendation
+    (a coarse correlated equilibrium has every gain ≤ 0)."""
+    payoffs, joint = np.asarray(payoffs, dtype=float), np.asarray(joint, dtype=float)
+    gains = []
+    for k in range(payoffs.shape[0]):
+        others = joint.sum(axis=k, keepdims=True)  # the others' joint marginal, broadcast over k's axis
+        deviation = (payoffs[k] * others).sum(axis=tuple(j for j in range(joint.ndim) if j != k))
+        gains.append(float(deviation.max() - (payoffs[k] * joint).sum()))
+    return np.array(gains)
+
+
+def ce_gains(payoffs: np.ndarray, joint: np.ndarray) -> np.ndarray:
+    """Per player, the summed gains of the best deviation from each recommendation
+    (a correlated equilibrium has every gain ≤ 0): ``Σ_i max_j Σ_{-k} σ(i,-k)(u(j,-k) − u(i,-k))``."""
+    payoffs, joint = np.asarray(payoffs, dtype=float), np.asarray(joint, dtype=float)
+    gains = []
+    for k in range(payoffs.shape[0]):
+        u = np.moveaxis(payoffs[k], k, 0).reshape(payoffs.shape[k + 1], -1)  # [own strategy, others' profile]
+        s = np.moveaxis(joint, k, 0).reshape(joint.shape[k], -1)
+        # [recommended i, deviation j]: Σ_others σ(i, o) u(j, o), minus the on-recommendation value
+        table = s @ u.T
+        gains.append(float((table.max(axis=1) - np.diag(table)).sum()))
+    return np.array(gains)
+
+
+def cce_gap(payoffs: np.ndarray, joint: np.ndarray) -> float:
+    """Sum of the players' positive CCE gains: 0 exactly at a coarse correlated equilibrium."""
+    return float(np.maximum(cce_gains(payoffs, joint), 0.0).sum())
+
+
+def ce_gap(payoffs: np.ndarray, joint: np.ndarray) -> float:
+    """Sum of the players' CE gains: 0 exactly at a correlated equilibrium."""
+    return float(np.maximum(ce_gains(payoffs, joint), 0.0).sum())
+
+
+def check_joint(joint: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """``joint`` as a float array after checking it is a distribution over profiles of ``shape``."""
+    arr = np.asarray(joint, dtype=float)
+    if arr.shape != shape:
+        raise ValueError(f"a joint distribution over profiles must have shape {shape}, got {arr.shape}")
+    if not np.all(np.isfinite(arr)) or arr.min() < -1e-9 or abs(arr.sum() - 1.0) > 1e-6:
+        raise ValueError("a joint distribution must be non-negative and sum to 1")
+    return np.clip(arr, 0.0, None) / np.clip(arr, 0.0, None).sum()
