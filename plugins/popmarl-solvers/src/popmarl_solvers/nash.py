@@ -7,7 +7,7 @@ Lemke–Howson, which cannot fail on degenerate games (:mod:`.lemke_howson`). Sy
 games (``symmetric``): the same for one population — the row player's maximin strategy
 of a symmetric zero-sum game, else Lemke–Howson on the *imitation game* ``(A, I)``,
 whose column strategy is a symmetric equilibrium (McLennan & Tourky 2010). More than two
-populations: Gambit's global Newton method (:mod:`.gambit`, polished on its support),
+populations: Gambit's IPA then global Newton (:mod:`.gambit`), each polished on its support,
 then pure equilibria, then support search with Newton's method
 (:mod:`.support_search`), then capped replicator dynamics polished on its support.
 
@@ -27,7 +27,7 @@ from attrs import validators as v
 from popmarl.metagame import nash_conv
 
 from popmarl_solvers.base import Extra, Mixtures, Solver
-from popmarl_solvers.gambit import gnm_equilibria
+from popmarl_solvers.gambit import gambit_equilibria
 from popmarl_solvers.games import MetaGame, payoff_scale
 from popmarl_solvers.lemke_howson import lemke_howson, lemke_howson_exact
 from popmarl_solvers.polish import polish
@@ -118,12 +118,13 @@ class Nash(Solver):
 
     def _n_player(self, payoffs: np.ndarray, tol: float) -> Iterator[Candidate]:
         c = self.config
-        for mixtures in gnm_equilibria(payoffs) if c.gambit else []:
-            yield "gambit_gnm", mixtures, 1
-            supports = tuple(tuple(int(i) for i in np.flatnonzero(x > 1e-9)) for x in mixtures)
-            polished = solve_on_support(payoffs, supports, mixtures)
-            if polished is not None:
-                yield "gambit_gnm_polished", polished, 1
+        for method in ("ipa", "gnm") if c.gambit else ():
+            for mixtures in gambit_equilibria(payoffs, method):
+                supports = tuple(tuple(int(i) for i in np.flatnonzero(x > 1e-6)) for x in mixtures)
+                polished = solve_on_support(payoffs, supports, mixtures)
+                if polished is not None:
+                    yield f"gambit_{method}_polished", polished, 1
+                yield f"gambit_{method}", mixtures, 1
         found, tried = support_search(payoffs, tol, c.max_support_profiles, c.newton_starts)
         if found is not None:
             yield ("pure_equilibrium" if tried == 0 else "support_search"), found, tried
