@@ -93,7 +93,9 @@ class PRDConfig:
     iterations: int = attrs.field(default=100_000, validator=[v.instance_of(int), v.ge(1)])
     dt: float = attrs.field(default=1e-3, converter=float, validator=[v.gt(0.0), v.le(1.0)])
     gamma: float = attrs.field(default=1e-6, converter=float, validator=[v.ge(0.0), v.lt(1.0)])
-    average_over_last: int | None = attrs.field(default=None, validator=v.optional([v.instance_of(int), v.ge(1)]))
+    average_over_last: int | None = attrs.field(
+        default=None, validator=v.optional([v.instance_of(int), v.ge(1)])
+    )
     approximate_projection: bool = attrs.field(default=False, validator=v.instance_of(bool))
     symmetric: SymmetricOption = attrs.field(default="auto", validator=validate_symmetric)
 

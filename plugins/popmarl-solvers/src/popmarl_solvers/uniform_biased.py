@@ -30,7 +30,9 @@ def recency_weights(size: int, scheme: str, ratio: float) -> np.ndarray:
 class UniformBiasedConfig:
     """``scheme``: ``geometric`` (weights ``ratio**i``) or ``linear`` (weights ``i + 1``)."""
 
-    scheme: Literal["geometric", "linear"] = attrs.field(default="geometric", validator=v.in_(("geometric", "linear")))
+    scheme: Literal["geometric", "linear"] = attrs.field(
+        default="geometric", validator=v.in_(("geometric", "linear"))
+    )
     ratio: float = attrs.field(default=math.e, converter=float, validator=[v.ge(1.0), v.le(1e6)])
 
 
