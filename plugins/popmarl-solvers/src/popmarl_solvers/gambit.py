@@ -23,8 +23,12 @@ def gambit_equilibria(payoffs: np.ndarray, method: str = "gnm") -> list[Mixtures
     low, high = float(payoffs.min()), float(payoffs.max())
     scaled = (payoffs - low) / (high - low) if high > low else np.zeros_like(payoffs)
     game = pygambit.StrategicGame.from_arrays(*[np.asarray(p, dtype=float) for p in scaled])
-    if method == "ipa":
-        found = [pygambit.nash.ipa_solve(game).equilibrium]
-    else:
-        found = list(pygambit.nash.gnm_solve(game).equilibria)
+    try:
+        if method == "ipa":
+            found = [pygambit.nash.ipa_solve(game).equilibrium]
+        else:
+            found = list(pygambit.nash.gnm_solve(game).equilibria)
+    except (ValueError, RuntimeError):  # e.g. GNM's "perturbation ... no unique maximizer"
+        return []
+    found = [profile for profile in found if profile is not None]  # IPA reports failure as None
     return [tuple(np.array([float(x) for _, x in profile[player]]) for player in game.players) for profile in found]
