@@ -261,3 +261,13 @@ def test_gambit_solves_a_15_cubed_game_exactly() -> None:
     result = Nash().solve_detailed(payoffs)
     assert str(result.metrics["solver_method"]).startswith("gambit_")
     assert regret(payoffs, result.mixtures) <= 1e-8
+
+
+def test_gambit_ipa_failure_falls_through() -> None:
+    """A 3-player Kuhn PSRO meta-game (9 policies each) on which Gambit's IPA finds nothing."""
+    from pathlib import Path
+
+    payoffs = np.load(Path(__file__).parent / "data" / "kuhn3_meta_9.npy")
+    result = Nash().solve_detailed(payoffs)
+    assert_mixtures(payoffs, result.mixtures)
+    assert regret(payoffs, result.mixtures) <= result.metrics["solver_tolerance"]
