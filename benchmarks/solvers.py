@@ -115,9 +115,7 @@ def compare(
 ) -> None:
     """Time ``ours`` and every baseline on ``payoffs``; a str baseline is a skip reason."""
     our_time, our_answer = timed(ours)
-    ROWS.append(
-        (task, "popmarl-solvers", f"{our_time * 1e3:10.2f}", f"{regret_of(payoffs, our_answer):9.1e}", "1.00")
-    )
+    ROWS.append((task, "popmarl-solvers", f"{our_time * 1e3:10.2f}", f"{regret_of(payoffs, our_answer):9.1e}", "1.00"))
     for name, fn in baselines.items():
         if isinstance(fn, str):
             ROWS.append((task, name, "         -", "        -", fn))
@@ -177,9 +175,7 @@ def zero_sum_tasks(rng: np.random.Generator) -> None:
     for n in (10, 50, 100, 200):
         a = rng.uniform(-1, 1, (n, n))
         payoffs = np.stack([a, -a])
-        compare(
-            f"nash zero-sum {n}x{n}", payoffs, partial(Nash().solve, payoffs), nash_baselines(payoffs, True)
-        )
+        compare(f"nash zero-sum {n}x{n}", payoffs, partial(Nash().solve, payoffs), nash_baselines(payoffs, True))
 
 
 def general_sum_tasks(rng: np.random.Generator) -> None:
@@ -223,11 +219,7 @@ def dynamics_tasks(rng: np.random.Generator) -> None:
         lambda: ProjectedReplicatorDynamics(iterations=10_000, dt=1e-2, symmetric=False).solve(payoffs),
         {
             "openspiel prd": _missing(pyspiel, "open_spiel")
-            or (
-                lambda: os_prd.projected_replicator_dynamics(
-                    list(payoffs), prd_iterations=10_000, prd_dt=1e-2
-                )
-            ),
+            or (lambda: os_prd.projected_replicator_dynamics(list(payoffs), prd_iterations=10_000, prd_dt=1e-2)),
         },
     )
     compare(
@@ -285,9 +277,50 @@ def _openspiel_alpharank(payoffs: np.ndarray, sweep: bool) -> list[np.ndarray]:
     return [joint.sum(axis=1), joint.sum(axis=0)]
 
 
+def _gambit(payoffs: np.ndarray, method: str) -> Sequence[np.ndarray] | None:
+    """One pygambit 17 solver on ``payoffs`` scaled to [0, 1]; its first equilibrium."""
+    import pygambit
+
+    low, high = float(payoffs.min()), float(payoffs.max())
+    game = pygambit.StrategicGame.from_arrays(*((payoffs - low) / (high - low)))
+    solvers = {
+        "gnm": lambda: pygambit.nash.gnm_solve(game),
+        "ipa": lambda: pygambit.nash.ipa_solve(game),
+        "logit": lambda: pygambit.nash.logit_solve(game, use_strategic=True),
+        "enumpure": lambda: pygambit.nash.enumpure_solve(game),
+    }
+    result = solvers[method]()
+    found = list(result.equilibria) if hasattr(result, "equilibria") else [result.equilibrium]
+    if not found:
+        return None
+    return [np.array([float(x) for _, x in found[0][p]]) for p in game.players]
+
+
+def gambit_n_player_tasks(rng: np.random.Generator) -> None:
+    """Our n-player nash against each Gambit method (sizes kept small for a short default run)."""
+    for players, size in [(3, 5), (4, 5)]:
+        payoffs = rng.uniform(-1, 1, (players, *[size] * players))
+        compare(
+            f"nash {players}-player {size}^{players}",
+            payoffs,
+            lambda payoffs=payoffs: Nash().solve(payoffs),
+            {
+                f"pygambit {m}": (lambda m=m, payoffs=payoffs: _gambit(payoffs, m))
+                for m in ("gnm", "ipa", "logit", "enumpure")
+            },
+        )
+
+
 def main() -> None:
     rng = np.random.default_rng(2024)
-    for tasks in (zero_sum_tasks, general_sum_tasks, n_player_tasks, dynamics_tasks, alpharank_tasks):
+    for tasks in (
+        zero_sum_tasks,
+        general_sum_tasks,
+        n_player_tasks,
+        gambit_n_player_tasks,
+        dynamics_tasks,
+        alpharank_tasks,
+    ):
         tasks(rng)
     header = ("task", "solver", "time (ms)", "regret", "ratio")
     widths = [max(len(str(r[i])) for r in [header, *ROWS]) for i in range(5)]

@@ -7,7 +7,8 @@ Lemke–Howson, which cannot fail on degenerate games (:mod:`.lemke_howson`). Sy
 games (``symmetric``): the same for one population — the row player's maximin strategy
 of a symmetric zero-sum game, else Lemke–Howson on the *imitation game* ``(A, I)``,
 whose column strategy is a symmetric equilibrium (McLennan & Tourky 2010). More than two
-populations: pure equilibria, then support search with Newton's method
+populations: Gambit's IPA then global Newton (:mod:`.gambit`), each polished on its support,
+then pure equilibria, then support search with Newton's method
 (:mod:`.support_search`), then capped replicator dynamics polished on its support.
 
 Every candidate's regret is measured; the first within tolerance is returned, else the
@@ -26,6 +27,7 @@ from attrs import validators as v
 from popmarl.metagame import nash_conv
 
 from popmarl_solvers.base import Extra, Mixtures, Solver
+from popmarl_solvers.gambit import gambit_equilibria
 from popmarl_solvers.games import MetaGame, payoff_scale
 from popmarl_solvers.lemke_howson import lemke_howson, lemke_howson_exact
 from popmarl_solvers.polish import polish
@@ -47,6 +49,7 @@ class NashConfig:
     zero_sum_atol: float = attrs.field(default=1e-9, converter=float, validator=[v.ge(0.0), v.le(1e-2)])
     lh_starts: int = attrs.field(default=8, validator=[v.instance_of(int), v.ge(1)])
     max_pivots: int = attrs.field(default=20_000, validator=[v.instance_of(int), v.ge(1)])
+    gambit: bool = attrs.field(default=True, validator=v.instance_of(bool))  # n players: try GNM first
     n_player_tol: float = attrs.field(default=1e-6, converter=float, validator=[v.gt(0.0), v.le(1.0)])
     max_support_profiles: int = attrs.field(default=20_000, validator=[v.instance_of(int), v.ge(0)])
     newton_starts: int = attrs.field(default=3, validator=[v.instance_of(int), v.ge(1)])
@@ -115,6 +118,13 @@ class Nash(Solver):
 
     def _n_player(self, payoffs: np.ndarray, tol: float) -> Iterator[Candidate]:
         c = self.config
+        for method in ("ipa", "gnm") if c.gambit else ():
+            for mixtures in gambit_equilibria(payoffs, method):
+                supports = tuple(tuple(int(i) for i in np.flatnonzero(x > 1e-6)) for x in mixtures)
+                polished = solve_on_support(payoffs, supports, mixtures)
+                if polished is not None:
+                    yield f"gambit_{method}_polished", polished, 1
+                yield f"gambit_{method}", mixtures, 1
         found, tried = support_search(payoffs, tol, c.max_support_profiles, c.newton_starts)
         if found is not None:
             yield ("pure_equilibrium" if tried == 0 else "support_search"), found, tried
