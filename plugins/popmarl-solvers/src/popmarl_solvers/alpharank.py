@@ -49,7 +49,9 @@ def _log_infinite_alpha(mutant: np.ndarray, resident: np.ndarray, epsilon: float
     return out
 
 
-def single_population_chain(a: np.ndarray, alpha: float, m: int, local: bool, infinite: bool, epsilon: float) -> Chain:
+def single_population_chain(
+    a: np.ndarray, alpha: float, m: int, local: bool, infinite: bool, epsilon: float
+) -> Chain:
     """Transitions s → r of one population with payoff matrix ``a`` (row = own strategy)."""
     n = a.shape[0]
     s, r = np.nonzero(~np.eye(n, dtype=bool))
@@ -66,7 +68,9 @@ def single_population_chain(a: np.ndarray, alpha: float, m: int, local: bool, in
     return s, r, -np.logaddexp(0.0, logsumexp(exponents, axis=1))
 
 
-def multi_population_chain(payoffs: np.ndarray, alpha: float, m: int, infinite: bool, epsilon: float) -> Chain:
+def multi_population_chain(
+    payoffs: np.ndarray, alpha: float, m: int, infinite: bool, epsilon: float
+) -> Chain:
     """Transitions between profiles differing in one population's strategy (row-major ids)."""
     sizes = payoffs.shape[1:]
     ids = np.arange(int(np.prod(sizes))).reshape(sizes)
@@ -118,7 +122,9 @@ class AlphaRank(Solver):
         if ``symmetric``) and the number of closed classes it averages."""
         c = self.config
         if symmetric:
-            chain = single_population_chain(payoffs[0], alpha, c.population_size, c.local_selection, infinite, epsilon)
+            chain = single_population_chain(
+                payoffs[0], alpha, c.population_size, c.local_selection, infinite, epsilon
+            )
             n_states = payoffs.shape[1]
         else:
             chain = multi_population_chain(payoffs, alpha, c.population_size, infinite, epsilon)
@@ -177,7 +183,9 @@ class AlphaRank(Solver):
             alpha *= factor
         return pi, closed, alpha, self.config.sweep_max_iterations, False
 
-    def _sweep_epsilon(self, payoffs: np.ndarray, symmetric: bool) -> tuple[np.ndarray, int, float, int, bool]:
+    def _sweep_epsilon(
+        self, payoffs: np.ndarray, symmetric: bool
+    ) -> tuple[np.ndarray, int, float, int, bool]:
         """OpenSpiel's ``sweep_pi_vs_epsilon``: infinite α, ε halves from 0.5; stop when π
         stops changing after more than 10 steps."""
         epsilon, previous = 0.5, None
