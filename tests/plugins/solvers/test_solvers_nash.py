@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 from solver_helpers import (
@@ -15,7 +17,9 @@ from solver_helpers import (
 )
 
 from popmarl_solvers import Nash, NashConfig
+from popmarl_solvers.gambit import gambit_equilibria
 from popmarl_solvers.lemke_howson import lemke_howson, lemke_howson_exact
+from popmarl_solvers.support_search import pure_equilibrium
 
 
 @pytest.mark.parametrize(
@@ -233,9 +237,12 @@ def test_regret_helper_is_independent_and_right() -> None:
 
 
 @pytest.mark.parametrize(("players", "size"), [(3, 8), (3, 10), (4, 5)])
-def test_gambit_gnm_answers_random_n_player_games(players: int, size: int) -> None:
-    """Random n-player games with no pure equilibrium to stop at go through Gambit (IPA, then GNM)."""
-    payoffs = np.random.default_rng(players * 100 + size).uniform(-3, 5, (players, *[size] * players))
+def test_gambit_answers_random_n_player_games(players: int, size: int) -> None:
+    """Random n-player games with no pure equilibrium to stop at go through Gambit."""
+    rng = np.random.default_rng(players * 100 + size)
+    payoffs = rng.uniform(-3, 5, (players, *[size] * players))
+    while pure_equilibrium(payoffs, 1e-9) is not None:
+        payoffs = rng.uniform(-3, 5, (players, *[size] * players))
     result = Nash().solve_detailed(payoffs)
     assert_mixtures(payoffs, result.mixtures)
     assert str(result.metrics["solver_method"]).startswith("gambit_")
@@ -257,10 +264,51 @@ def test_degenerate_n_player_game_still_answers() -> None:
 
 def test_gambit_solves_a_15_cubed_game_exactly() -> None:
     """The issue's target: a random 15x15x15 game, regret <= 1e-8 (well under 1 s here)."""
-    payoffs = np.random.default_rng(15).uniform(0, 1, (3, 15, 15, 15))
+    rng = np.random.default_rng(15)
+    payoffs = rng.uniform(0, 1, (3, 15, 15, 15))
+    while pure_equilibrium(payoffs, 1e-9) is not None:
+        payoffs = rng.uniform(0, 1, (3, 15, 15, 15))
     result = Nash().solve_detailed(payoffs)
     assert str(result.metrics["solver_method"]).startswith("gambit_")
     assert regret(payoffs, result.mixtures) <= 1e-8
+
+
+def test_kuhn3_meta_game_where_ipa_and_default_gnm_fail() -> None:
+    """3-player Kuhn's 12x12x12 PSRO meta-game: IPA finds nothing and GNM from the default
+    (centroid) perturbation finds nothing; this took ~60-90 s through support search and
+    replicator dynamics and stopped at regret 1e-3. Logit tracing answers at once."""
+    from pathlib import Path
+
+    payoffs = np.load(Path(__file__).parent / "data" / "kuhn3_meta_12.npy")
+    start = time.perf_counter()
+    result = Nash().solve_detailed(payoffs)
+    assert time.perf_counter() - start < 5.0
+    assert str(result.metrics["solver_method"]).startswith("gambit_logit")
+    assert regret(payoffs, result.mixtures) <= result.metrics["solver_tolerance"] <= 1e-5
+
+
+@pytest.mark.parametrize("method", ["logit", "ipa", "gnm"])
+def test_each_gambit_method_answers_a_random_game(method: str) -> None:
+    """Every Gambit route works on its own (GNM from its seeded random perturbation)."""
+    payoffs = np.random.default_rng(21).uniform(0, 1, (3, 4, 4, 4))
+    found = gambit_equilibria(payoffs, method)  # type: ignore[arg-type]
+    assert found
+    assert min(regret(payoffs, m) for m in found) <= 1e-5
+
+
+def test_n_player_fallbacks_stop_at_max_seconds() -> None:
+    """Without Gambit, support search and replicator dynamics give up after ``max_seconds``
+    with the best answer seen (and its real regret), instead of running for minutes."""
+    from pathlib import Path
+
+    payoffs = np.load(Path(__file__).parent / "data" / "kuhn3_meta_12.npy")
+    start = time.perf_counter()
+    result = Nash(gambit=False, max_seconds=1.0).solve_detailed(payoffs)
+    assert time.perf_counter() - start < 4.0
+    assert_mixtures(payoffs, result.mixtures)
+    assert abs(result.metrics["meta_nash_conv"] - regret(payoffs, result.mixtures)) < 1e-12
+    with pytest.raises(ValueError, match="max_seconds"):
+        NashConfig(max_seconds=0)
 
 
 def test_gambit_ipa_failure_falls_through() -> None:

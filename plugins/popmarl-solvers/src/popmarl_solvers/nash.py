@@ -7,9 +7,10 @@ Lemke–Howson, which cannot fail on degenerate games (:mod:`.lemke_howson`). Sy
 games (``symmetric``): the same for one population — the row player's maximin strategy
 of a symmetric zero-sum game, else Lemke–Howson on the *imitation game* ``(A, I)``,
 whose column strategy is a symmetric equilibrium (McLennan & Tourky 2010). More than two
-populations: Gambit's IPA then global Newton (:mod:`.gambit`), each polished on its support,
-then pure equilibria, then support search with Newton's method
-(:mod:`.support_search`), then capped replicator dynamics polished on its support.
+populations: a pure equilibrium if there is one, then Gambit's logit tracing, IPA and
+global Newton (:mod:`.gambit`), each answer polished on its support, then support search
+with Newton's method (:mod:`.support_search`), then replicator dynamics polished on its
+support — the last two within ``max_seconds``.
 
 Every candidate's regret is measured; the first within tolerance is returned, else the
 best one seen — so the method and the regret actually reached are in the metrics
@@ -18,6 +19,7 @@ best one seen — so the method and the regret actually reached are in the metri
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 
 import attrs
@@ -27,12 +29,12 @@ from attrs import validators as v
 from popmarl.metagame import nash_conv
 
 from popmarl_solvers.base import Extra, Mixtures, Solver
-from popmarl_solvers.gambit import gambit_equilibria
+from popmarl_solvers.gambit import GAMBIT_METHODS, gambit_equilibria
 from popmarl_solvers.games import MetaGame, payoff_scale
 from popmarl_solvers.lemke_howson import lemke_howson, lemke_howson_exact
 from popmarl_solvers.polish import polish
 from popmarl_solvers.replicator import projected_replicator_dynamics
-from popmarl_solvers.support_search import solve_on_support, support_search
+from popmarl_solvers.support_search import pure_equilibrium, solve_on_support, support_search
 from popmarl_solvers.symmetric import SymmetricOption, validate_symmetric
 from popmarl_solvers.zero_sum import is_constant_sum, solve_zero_sum
 
@@ -49,11 +51,14 @@ class NashConfig:
     zero_sum_atol: float = attrs.field(default=1e-9, converter=float, validator=[v.ge(0.0), v.le(1e-2)])
     lh_starts: int = attrs.field(default=8, validator=[v.instance_of(int), v.ge(1)])
     max_pivots: int = attrs.field(default=20_000, validator=[v.instance_of(int), v.ge(1)])
-    gambit: bool = attrs.field(default=True, validator=v.instance_of(bool))  # n players: try GNM first
+    gambit: bool = attrs.field(default=True, validator=v.instance_of(bool))  # n players: Gambit first
     n_player_tol: float = attrs.field(default=1e-6, converter=float, validator=[v.gt(0.0), v.le(1.0)])
     max_support_profiles: int = attrs.field(default=20_000, validator=[v.instance_of(int), v.ge(0)])
     newton_starts: int = attrs.field(default=3, validator=[v.instance_of(int), v.ge(1)])
     replicator_iterations: int = attrs.field(default=100_000, validator=[v.instance_of(int), v.ge(0)])
+    # n players: once Gambit found nothing within tolerance, support search and replicator
+    # dynamics stop after this many seconds (the solve's total) with the best answer seen.
+    max_seconds: float = attrs.field(default=10.0, converter=float, validator=v.gt(0.0))
 
 
 class Nash(Solver):
@@ -118,22 +123,27 @@ class Nash(Solver):
 
     def _n_player(self, payoffs: np.ndarray, tol: float) -> Iterator[Candidate]:
         c = self.config
-        for method in ("ipa", "gnm") if c.gambit else ():
+        deadline = time.monotonic() + c.max_seconds
+        pure = pure_equilibrium(payoffs, tol)
+        if pure is not None:
+            yield "pure_equilibrium", pure, 0
+            return
+        for method in GAMBIT_METHODS if c.gambit else ():
             for mixtures in gambit_equilibria(payoffs, method):
                 supports = tuple(tuple(int(i) for i in np.flatnonzero(x > 1e-6)) for x in mixtures)
                 polished = solve_on_support(payoffs, supports, mixtures)
                 if polished is not None:
                     yield f"gambit_{method}_polished", polished, 1
                 yield f"gambit_{method}", mixtures, 1
-        found, tried = support_search(payoffs, tol, c.max_support_profiles, c.newton_starts)
+        found, tried = support_search(payoffs, tol, c.max_support_profiles, c.newton_starts, deadline=deadline)
         if found is not None:
-            yield ("pure_equilibrium" if tried == 0 else "support_search"), found, tried
+            yield "support_search", found, tried
             return
         # Replicator dynamics in chunks, each last iterate polished on its support; the
         # caller stops at the first candidate within tolerance (or keeps the best one).
         game = MetaGame(payoffs)
         xs, done = game.uniform(), 0
-        while done < c.replicator_iterations:
+        while done < c.replicator_iterations and time.monotonic() <= deadline:
             chunk = min(_REPLICATOR_CHUNK, c.replicator_iterations - done)
             xs = projected_replicator_dynamics(game, chunk, 1e-2, 0.0, average_over_last=1, initial=xs)
             done += chunk

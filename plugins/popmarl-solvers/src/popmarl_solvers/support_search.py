@@ -13,6 +13,7 @@ non-negative and its regret on the whole game is below the tolerance.
 from __future__ import annotations
 
 import itertools
+import time
 from collections.abc import Iterator, Sequence
 
 import numpy as np
@@ -146,9 +147,11 @@ def solve_on_support(
 
 
 def support_search(
-    payoffs: np.ndarray, tol: float, max_profiles: int, starts: int = 3, seed: int = 0
+    payoffs: np.ndarray, tol: float, max_profiles: int, starts: int = 3, seed: int = 0,
+    deadline: float = float("inf"),
 ) -> tuple[tuple[np.ndarray, ...] | None, int]:
-    """An equilibrium with regret ≤ ``tol`` and the number of Newton solves it took.
+    """An equilibrium with regret ≤ ``tol`` and the number of Newton solves it took
+    (None when ``max_profiles`` solves or the ``time.monotonic()`` ``deadline`` pass first).
 
     The first pass starts Newton from the uniform mixtures on each support; later passes
     (``starts`` in all) restart from random mixtures, since the indifference system can
@@ -161,7 +164,7 @@ def support_search(
     tried = 0
     for attempt in range(starts):
         for supports in _candidates(payoffs):
-            if tried >= max_profiles:
+            if tried >= max_profiles or time.monotonic() > deadline:
                 return None, tried
             tried += 1
             start = None if attempt == 0 else [rng.dirichlet(np.ones(len(s))) for s in supports]
