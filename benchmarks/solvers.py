@@ -16,6 +16,7 @@ import time
 import warnings
 from collections.abc import Callable, Sequence
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -278,35 +279,52 @@ def _openspiel_alpharank(payoffs: np.ndarray, sweep: bool) -> list[np.ndarray]:
 
 
 def _gambit(payoffs: np.ndarray, method: str) -> Sequence[np.ndarray] | None:
-    """One pygambit 17 solver on ``payoffs`` scaled to [0, 1]; its first equilibrium."""
+    """One pygambit 17 solver, as a user would call it, on ``payoffs`` scaled to [0, 1];
+    its first equilibrium (``gnm_random``: GNM from a seeded random perturbation)."""
     import pygambit
 
     low, high = float(payoffs.min()), float(payoffs.max())
     game = pygambit.StrategicGame.from_arrays(*((payoffs - low) / (high - low)))
+    rng = np.random.default_rng(0)
     solvers = {
         "gnm": lambda: pygambit.nash.gnm_solve(game),
+        "gnm_random": lambda: pygambit.nash.gnm_solve(
+            game.mixed_strategy_profile(data=[list(w / w.sum()) for w in (rng.random(k) + 0.5 for k in payoffs.shape[1:])])
+        ),
         "ipa": lambda: pygambit.nash.ipa_solve(game),
-        "logit": lambda: pygambit.nash.logit_solve(game, use_strategic=True),
+        "logit": lambda: pygambit.nash.logit_solve(game, maxregret=1e-8),
         "enumpure": lambda: pygambit.nash.enumpure_solve(game),
     }
     result = solvers[method]()
-    found = list(result.equilibria) if hasattr(result, "equilibria") else [result.equilibrium]
+    found = [e for e in (result.equilibria if hasattr(result, "equilibria") else [result.equilibrium]) if e is not None]
     if not found:
         return None
     return [np.array([float(x) for _, x in found[0][p]]) for p in game.players]
 
 
+KUHN3_META = Path(__file__).resolve().parents[1] / "tests" / "plugins" / "solvers" / "data"
+
+
 def gambit_n_player_tasks(rng: np.random.Generator) -> None:
-    """Our n-player nash against each Gambit method (sizes kept small for a short default run)."""
-    for players, size in [(3, 5), (4, 5)]:
+    """Our n-player nash against each Gambit method: random 3- and 4-player games without a
+    pure equilibrium (sizes 5 to 15 per player) and 3-player Kuhn PSRO meta-games."""
+    games: list[tuple[str, np.ndarray]] = []
+    for players, size in [(3, 5), (3, 10), (3, 15), (4, 5), (4, 8)]:
         payoffs = rng.uniform(-1, 1, (players, *[size] * players))
+        while pure_equilibrium(payoffs, 1e-9) is not None:
+            payoffs = rng.uniform(-1, 1, (players, *[size] * players))
+        games.append((f"nash {players}-player {size}^{players}", payoffs))
+    for size in (9, 12):
+        payoffs = np.load(KUHN3_META / f"kuhn3_meta_{size}.npy")
+        games += [(f"nash 3-player Kuhn meta {k}^3", payoffs[:, :k, :k, :k]) for k in (size - 2, size)]
+    for task, payoffs in games:
         compare(
-            f"nash {players}-player {size}^{players}",
+            task,
             payoffs,
             lambda payoffs=payoffs: Nash().solve(payoffs),
             {
                 f"pygambit {m}": (lambda m=m, payoffs=payoffs: _gambit(payoffs, m))
-                for m in ("gnm", "ipa", "logit", "enumpure")
+                for m in ("logit", "ipa", "gnm", "gnm_random", "enumpure")
             },
         )
 

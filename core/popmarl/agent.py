@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from popmarl.algorithm import Algorithm, BestResponseProblem, PolicySpace
-from popmarl.env import Env, MixedProfile
+from popmarl.env import CorrelatedProfile, Env, MixedProfile
 from popmarl.policy import Policy
 from popmarl.records import Weights
 from popmarl.trainer import Trainer
@@ -56,7 +56,10 @@ class AgentInterface:
             policy.set_weights(weights)
         return policy, self.algorithm.make_trainer(policy=policy, space=self.space, seed=seed)
 
-    def best_response(self, opponents: MixedProfile, *, seed: int) -> Policy | None:
-        """The algorithm's exact best response to ``opponents`` (None: it has none, train)."""
-        problem = BestResponseProblem(env=self.env, space=self.space, opponents=opponents, seed=seed)
+    def best_response(self, opponents: MixedProfile, *, seed: int,
+                      correlated: CorrelatedProfile | None = None) -> Policy | None:
+        """The algorithm's exact best response to ``opponents`` or, if given, to the
+        ``correlated`` distribution over the other seats' profiles (None: it has none, train)."""
+        problem = BestResponseProblem(env=self.env, space=self.space, opponents=opponents, seed=seed,
+                                      correlated=correlated)
         return self.algorithm.best_response(problem)

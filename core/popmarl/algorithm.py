@@ -15,7 +15,7 @@ import attrs
 import numpy as np
 
 from popmarl.component import Component
-from popmarl.env import Env, MixedProfile
+from popmarl.env import CorrelatedProfile, Env, MixedProfile
 from popmarl.policy import Policy
 from popmarl.spaces import Space
 from popmarl.trainer import Trainer
@@ -34,12 +34,15 @@ class PolicySpace:
 @attrs.frozen(kw_only=True)
 class BestResponseProblem:
     """Best-respond, in the seats ``space.agents``, to ``opponents``: per agent (seat), the
-    mixture of frozen policies of the population mapped to it."""
+    mixture of frozen policies of the population mapped to it; or, when ``correlated`` is
+    set (JPSRO's CE and CCE meta-solvers), to the other seats' policies drawn together
+    from that distribution over profiles (``opponents`` is then empty)."""
 
     env: Env
     space: PolicySpace
     opponents: MixedProfile
     seed: int
+    correlated: CorrelatedProfile | None = None
 
 
 class Algorithm(Component):
@@ -57,10 +60,15 @@ class Algorithm(Component):
     opponent moves replaced by uniformly random legal ones). 0.0 unless an algorithm
     says otherwise; a value learner that must meet the positions other play leads to
     (DQN: board games) asks for some.
+
+    ``answers_correlated``: whether :meth:`best_response` answers problems whose
+    opponents are a ``correlated`` distribution over profiles (JPSRO's CE/CCE); an exact
+    oracle that reads only ``opponents`` leaves it False and is refused with those solvers.
     """
 
     on_policy: ClassVar[bool] = True
     opponent_epsilon: ClassVar[float] = 0.0
+    answers_correlated: ClassVar[bool] = False
 
     @abstractmethod
     def make_policy(self, *, space: PolicySpace, seed: int) -> Policy:

@@ -16,6 +16,9 @@ from popmarl.spaces import Space
 
 Profile = Mapping[str, Policy]  # one policy per agent
 MixedProfile = Mapping[str, Sequence[tuple[Policy, float]]]  # a mixture of policies per agent
+#: A correlated distribution over joint profiles (JPSRO's opponents): (profile, probability)
+#: pairs, each profile one policy per agent; a responder's own seats may be left out.
+CorrelatedProfile = Sequence[tuple[Profile, float]]
 
 
 @attrs.frozen(kw_only=True)
@@ -104,3 +107,9 @@ class ExactEnv(Env):
     @abstractmethod
     def nash_conv(self, profile: MixedProfile) -> float:
         """NashConv of the behaviour equivalent to each agent's mixture of policies."""
+
+    def correlated_best_response_value(self, agent: str, profiles: CorrelatedProfile) -> float | None:
+        """``agent``'s best-response value when the other agents' policies are drawn
+        together from ``profiles`` (its own entries are ignored), or None where the env
+        cannot compute it. PSRO reports a joint meta-strategy's CCE and CE gaps from it."""
+        return None

@@ -2,8 +2,10 @@
 
 Each population of the run plays every seat it maps to, for ``episodes`` episodes per
 seat, drawing its policy once per episode from that seat's own final meta-strategy (with
-``agents.mapping: shared`` the seats' mixtures over the one pool differ); the other seats
-play a uniformly random policy, or the seats of another run of the same env.
+``agents.mapping: shared`` the seats' mixtures over the one pool differ; with a joint
+meta-strategy, ``ce``/``cce``, the seat's marginal); the other seats play a uniformly
+random policy, or the seats of another run of the same env (drawn together from its joint
+meta-strategy, if it has one).
 """
 
 from __future__ import annotations
@@ -21,20 +23,43 @@ from popmarl.env import Env
 from popmarl.errors import UserError
 from popmarl.policy import Policy
 from popmarl.population import AgentMapping
+from popmarl.registries import Registries, RegistriesLike
 from popmarl.rollout import RolloutWorker
 from popmarl.rundir import RunDirectory
 from popmarl.runner import build, build_algorithms, policy_spaces
 
 
 @attrs.frozen(kw_only=True)
+class JointPool:
+    """A joint meta-strategy: profiles (one policy per seat of ``agents``) drawn together."""
+
+    agents: tuple[str, ...]
+    profiles: tuple[tuple[Policy, ...], ...]
+    probabilities: np.ndarray
+
+    def draw(self, rng: np.random.Generator) -> dict[str, Policy]:
+        return dict(zip(self.agents, self.profiles[int(rng.choice(len(self.profiles), p=self.probabilities))]))
+
+
+@attrs.frozen(kw_only=True)
 class Pool:
-    """The final policies a seat plays and its meta-strategy over them."""
+    """The final policies a seat plays and its meta-strategy over them; ``joint``: the
+    run's joint meta-strategy, when it has one (``mixture`` is then this seat's marginal)."""
 
     policies: tuple[Policy, ...]
     mixture: np.ndarray
+    joint: JointPool | None = None
 
     def draw(self, rng: np.random.Generator) -> Policy:
         return self.policies[int(rng.choice(len(self.policies), p=self.mixture))]
+
+
+def draw_profile(pools: Mapping[str, Pool], agents: tuple[str, ...], rng: np.random.Generator) -> dict[str, Policy]:
+    """One policy per agent: the seats of a joint meta-strategy drawn together, the others
+    each from its own mixture."""
+    joint = next((p.joint for p in pools.values() if p.joint is not None), None)
+    profile = joint.draw(rng) if joint is not None else {}
+    return {a: profile[a] if a in profile else pools[a].draw(rng) for a in agents}
 
 
 @attrs.frozen(kw_only=True)
@@ -47,16 +72,18 @@ class LoadedRun:
     pools: Mapping[str, Pool]
 
 
-def load_run(path: str | Path) -> LoadedRun:
-    """Rebuild a finished (or checkpointed) run's env and final meta-strategies."""
+def load_run(path: str | Path, *, registries: RegistriesLike | None = None) -> LoadedRun:
+    """Rebuild a finished (or checkpointed) run's env and final meta-strategies (its
+    components looked up in ``registries``, as :func:`popmarl.run` takes them)."""
     run = RunDirectory(path)
     if not run.config_file.is_file():
         raise UserError(f"{run.path}: not a run directory (no config.yaml)")
-    config = validate(read_yaml(run.config_file), source=str(run.config_file))
-    env: Env = build("envs", config.env, "env.params")
+    found = Registries.of(registries)
+    config = validate(read_yaml(run.config_file), source=str(run.config_file), registries=found)
+    env: Env = build("envs", config.env, "env.params", found)
     mapping = AgentMapping.resolve(config.agents.mapping, env.agents)
     spaces = policy_spaces(env, mapping)
-    algorithms = build_algorithms(population_algorithms(config, mapping.populations))
+    algorithms = build_algorithms(population_algorithms(config, mapping.populations), found)
     summary = run.read_summary()
     populations = summary.get("populations", {})
     if not populations:
@@ -85,7 +112,26 @@ def load_run(path: str | Path) -> LoadedRun:
                 loaded[pid].set_weights(run.load_policy(pid))
         weights = np.array([w for _, w in chosen])
         pools[agent] = Pool(policies=tuple(loaded[pid] for pid, _ in chosen), mixture=weights / weights.sum())
+    joint = summary.get("joint_meta_strategy")
+    if joint:
+        joint_pool = _joint_pool(joint, loaded, run.summary_file)
+        pools = {a: attrs.evolve(pool, joint=joint_pool) for a, pool in pools.items()}
     return LoadedRun(config=config, env=env, mapping=mapping, pools=pools)
+
+
+def _joint_pool(joint: Mapping[str, Any], loaded: Mapping[str, Policy], source: Path) -> JointPool:
+    """The summary's ``joint_meta_strategy`` over the already loaded policies."""
+    agents, profiles = tuple(joint["agents"]), joint["profiles"]
+    probabilities = np.asarray(joint["probabilities"], dtype=float)
+    if len(profiles) != len(probabilities) or any(len(p) != len(agents) for p in profiles):
+        raise UserError(f"{source}: joint_meta_strategy needs one policy per seat of {list(agents)} in each "
+                        "profile and one probability per profile")
+    missing = sorted({pid for profile in profiles for pid in profile} - set(loaded))
+    if missing:
+        raise UserError(f"{source}: joint_meta_strategy names policies outside the seats' meta-strategies: "
+                        f"{', '.join(missing)}")
+    return JointPool(agents=agents, profiles=tuple(tuple(loaded[pid] for pid in p) for p in profiles),
+                     probabilities=probabilities / probabilities.sum())
 
 
 def random_pools(run: LoadedRun) -> dict[str, Pool]:
@@ -125,7 +171,7 @@ def evaluate_run(run: LoadedRun, opponents: Mapping[str, Pool], *, episodes: int
         if job is None:
             return None
         population, seat = job
-        profile = {a: opponents[a].draw(rng) for a in agents}
+        profile = draw_profile(opponents, agents, rng)
         profile[seat] = run.pools[seat].draw(rng)
         return profile, job
 

@@ -56,6 +56,12 @@ class Scenario(Component):
         this scenario cannot use (e.g. one that does not learn where learning is the
         point); called with the built algorithms, before anything is written."""
 
+    def check_solver(self, solver: MetaSolver, *, mapping: AgentMapping,
+                     agents: Mapping[str, AgentInterface]) -> None:
+        """Raise a :class:`~popmarl.errors.ConfigError` for a meta-solver this scenario
+        cannot use with these populations (e.g. a joint solver with a shared population);
+        called before anything is written."""
+
     @abstractmethod
     def run(self, context: RunContext) -> dict[str, Any]:
         """Run (or resume) to a stopping condition; return the summary, which the caller

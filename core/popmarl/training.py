@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from popmarl.env import MixedProfile
+from popmarl.env import CorrelatedProfile, MixedProfile
 from popmarl.keep import KeptWeights
 from popmarl.learner import Learner, LearnerError, Learners
 from popmarl.policy import Policy
@@ -108,10 +108,8 @@ def _exact_answers(task: TrainTask, prepared: Sequence[Learner], policy_of: Poli
         if len(task.learners) > 1:
             raise LearnerError(f"learner {spec.key}: algorithm {learner.agent.algorithm_name} answers exactly and "
                                "cannot co-learn; give it a train task of its own")
-        if task.joint is not None:
-            raise LearnerError(f"learner {spec.key}: an exact best response takes a mixture per seat, "
-                               "not a joint distribution")
-        answer = learner.agent.best_response(mixed_profile(task, policy_of), seed=spec.seed)
+        answer = learner.agent.best_response(mixed_profile(task, policy_of), seed=spec.seed,
+                                             correlated=correlated_profile(task, policy_of))
         if answer is not None:
             answers[spec.key] = answer.get_weights()
             learner.policy.set_weights(answers[spec.key])
@@ -121,6 +119,14 @@ def _exact_answers(task: TrainTask, prepared: Sequence[Learner], policy_of: Poli
 def mixed_profile(task: TrainTask, policy_of: PolicyOf) -> MixedProfile:
     """Each seat's opponents as (policy, probability) pairs (an exact oracle's view)."""
     return {o.agent: [(policy_of(pid), p) for pid, p in o.support()] for o in task.opponents}
+
+
+def correlated_profile(task: TrainTask, policy_of: PolicyOf) -> CorrelatedProfile | None:
+    """The task's joint distribution over its seats' profiles as live policies (None without one)."""
+    if task.joint is None:
+        return None
+    agents = task.joint.agents
+    return [({a: policy_of(pid) for a, pid in zip(agents, profile, strict=True)}, p) for profile, p in task.joint.support()]
 
 
 def opponent_draw(task: TrainTask, policy_of: PolicyOf) -> OpponentDraw:

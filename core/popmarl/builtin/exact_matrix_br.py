@@ -35,6 +35,7 @@ class ExactMatrixBR(Algorithm):
     """Exact best responses of pure strategies (ties go to the lowest action)."""
 
     Config = ExactMatrixBRConfig
+    answers_correlated = True
 
     def make_policy(self, *, space: PolicySpace, seed: int) -> MixedStrategyPolicy:
         return MixedStrategyPolicy(np.eye(_n_actions(space))[0])
@@ -49,8 +50,10 @@ class ExactMatrixBR(Algorithm):
         env = problem.env
         if not isinstance(env, MatrixEnv):
             raise ConfigError("algorithm exact_matrix_br: works only with env 'matrix'")
-        strategies = env.mixed_strategies(problem.opponents)
-        deviations = deviation_payoffs(env.payoffs, strategies)
+        if problem.correlated is not None:
+            deviations = env.correlated_deviation_payoffs(problem.correlated)
+        else:
+            deviations = deviation_payoffs(env.payoffs, env.mixed_strategies(problem.opponents))
         # A policy that plays several seats (shared mapping) maximises their sum.
         total = np.sum([deviations[env.agents.index(agent)] for agent in problem.space.agents], axis=0)
         return MixedStrategyPolicy(np.eye(len(total))[int(np.argmax(total))])

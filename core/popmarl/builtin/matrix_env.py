@@ -14,9 +14,9 @@ from typing import Literal
 import attrs
 import numpy as np
 
-from popmarl.env import ExactEnv, MixedProfile, Profile, Step, VectorEnv
+from popmarl.env import CorrelatedProfile, ExactEnv, MixedProfile, Profile, Step, VectorEnv
 from popmarl.errors import ConfigError
-from popmarl.metagame import batch_expected_payoffs, nash_conv
+from popmarl.metagame import batch_expected_payoffs, deviation_payoffs, nash_conv
 from popmarl.policy import ExplicitPolicy
 from popmarl.records import Observations
 from popmarl.spaces import Box, Discrete
@@ -171,3 +171,19 @@ class MatrixEnv(ExactEnv):
 
     def nash_conv(self, profile: MixedProfile) -> float:
         return nash_conv(self.payoffs, self.mixed_strategies(profile))
+
+    def correlated_deviation_payoffs(self, profiles: CorrelatedProfile) -> list[np.ndarray]:
+        """Per agent, the expected payoff of each pure strategy when the other agents'
+        policies are drawn together from ``profiles`` (the agent's own entries ignored)."""
+        total = [np.zeros(self.payoffs.shape[1 + k]) for k in range(len(self._agents))]
+        for profile, probability in profiles:
+            strategies = [strategy_of(profile[a], self.payoffs.shape[1 + k]) if a in profile
+                          else np.full(self.payoffs.shape[1 + k], 1.0 / self.payoffs.shape[1 + k])
+                          for k, a in enumerate(self._agents)]
+            for k, deviation in enumerate(deviation_payoffs(self.payoffs, strategies)):
+                total[k] += probability * deviation
+        weight = sum(p for _, p in profiles)
+        return [t / weight for t in total]
+
+    def correlated_best_response_value(self, agent: str, profiles: CorrelatedProfile) -> float:
+        return float(self.correlated_deviation_payoffs(profiles)[self._agents.index(agent)].max())

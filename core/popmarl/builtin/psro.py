@@ -5,6 +5,13 @@ Each iteration (DESIGN §4): every population best-responds to the current meta-
 its missing entries are evaluated, the meta-solver solves the new table, metrics go to
 the hooks, and the run directory is checkpointed. ``uniform`` gives fictitious
 self-play, ``latest`` self-play, an exact oracle with ``nash`` double oracle.
+
+A :class:`~popmarl.solver.JointMetaSolver` (``cce``, ``ce``) makes it JPSRO (Marris et
+al. 2021): the meta-strategy is a joint distribution over profiles; each seat's learner
+meets the other seats drawn together from it, marginalised over its own seat (CCE) or,
+once per recommended policy of its seat, conditioned on that recommendation (CE), and
+the metrics carry the distribution's CCE and CE gaps in the real game where the env can
+compute best responses to it.
 """
 
 from __future__ import annotations
@@ -16,17 +23,19 @@ from typing import Any
 import attrs
 import numpy as np
 
+from popmarl.agent import AgentInterface
 from popmarl.config import RunConfig
 from popmarl.env import ExactEnv, MixedProfile
 from popmarl.errors import ConfigError
 from popmarl.executor import population_of
 from popmarl.keep import keep_best_problem
-from popmarl.metagame import entropy, expected_payoffs
+from popmarl.metagame import entropy, expected_payoffs, joint_values
 from popmarl.payoffs import PayoffTable
 from popmarl.policy import Policy
 from popmarl.population import AgentMapping, policy_id
 from popmarl.records import (
     EvalTask,
+    JointOpponents,
     LearnerInit,
     LearnerSpec,
     LearnerState,
@@ -38,6 +47,12 @@ from popmarl.records import (
 )
 from popmarl.scenario import IterativeScenario, RunContext
 from popmarl.seeding import derive_seed
+from popmarl.solver import JointMetaSolver, MetaSolver
+
+
+#: Joint probabilities at or below this are dropped when drawing opponents (as OpenSpiel's
+#: jpsro ``DIST_TOL``).
+_JOINT_TOL = 1e-12
 
 
 @attrs.define
@@ -54,6 +69,8 @@ class PSROState:
     wall_time_s: float = 0.0
     #: The learners' states after the last iteration (``training.init: previous``).
     learners: dict[str, LearnerState] = attrs.field(factory=dict)
+    #: A joint solver's distribution over profiles (``meta`` holds its marginals).
+    joint: np.ndarray | None = None
 
 
 class PSRO(IterativeScenario):
@@ -73,6 +90,19 @@ class PSRO(IterativeScenario):
             if problem is not None:
                 raise ConfigError(f"training.window: {problem}")
 
+    def check_solver(self, solver: MetaSolver, *, mapping: AgentMapping,
+                     agents: Mapping[str, AgentInterface]) -> None:
+        if not isinstance(solver, JointMetaSolver):
+            return
+        for population in mapping.populations:
+            if len(mapping.agents_of(population)) > 1:
+                raise ConfigError(f"agents.mapping: joint meta-solvers (ce, cce) need one population per seat; population "
+                                  f"{population} plays {', '.join(mapping.agents_of(population))} (use per_player)")
+            agent = agents[population]
+            if agent.answers and not agent.algorithm.answers_correlated:
+                raise ConfigError(f"algorithm: {agent.algorithm_name} answers exactly against one mixture per seat only, "
+                                  "not the correlated opponents of the ce and cce solvers")
+
     def finish(self, state: PSROState) -> None:
         self.ctx.env.export_policy(self._mixed_profile(state), self.ctx.run_dir.path)
 
@@ -87,7 +117,7 @@ class PSRO(IterativeScenario):
         table, steps = self._expand(PayoffTable.empty(ctx.env.agents), policies, iteration=0)
         result = ctx.solver.solve_detailed(table.values)
         state = PSROState(iteration=0, policies=policies, table=table, meta=result.mixtures,
-                          solver_metrics=dict(result.metrics), history=[], env_steps=steps)
+                          solver_metrics=dict(result.metrics), history=[], env_steps=steps, joint=result.joint)
         state.wall_time_s = self.elapsed()
         self._commit(state)
         return state
@@ -106,7 +136,7 @@ class PSRO(IterativeScenario):
         state = PSROState(iteration=int(saved["iteration"]), policies=policies, table=table, meta=meta,
                           solver_metrics=saved["solver_metrics"], history=saved["history"],
                           env_steps=int(saved["env_steps"]), wall_time_s=float(saved["wall_time_s"]),
-                          learners=ctx.run_dir.load_learners(saved))
+                          learners=ctx.run_dir.load_learners(saved), joint=arrays.get("joint"))
         self._restoring = set(state.learners)
         return state
 
@@ -122,6 +152,8 @@ class PSRO(IterativeScenario):
         ctx = self.ctx
         arrays = {"payoffs": state.table.values, "filled": state.table.filled}
         arrays.update({f"meta_{k}": m for k, m in enumerate(state.meta)})
+        if state.joint is not None:
+            arrays["joint"] = state.joint
         saved = {"iteration": state.iteration, "policies": state.policies, "history_length": len(state.history),
                  "solver_metrics": state.solver_metrics, "env_steps": state.env_steps,
                  "wall_time_s": state.wall_time_s}
@@ -149,8 +181,14 @@ class PSRO(IterativeScenario):
         train_time = time.monotonic() - t0
         for result in results:
             for frozen in result.policies:
-                self._add(frozen.spec.policy_id, frozen.weights)
-                state.policies[frozen.spec.population].append(frozen.spec.policy_id)
+                population = frozen.spec.population
+                # A joint meta-strategy's several answers per population (CE) often
+                # coincide: only novel ones join (OpenSpiel jpsro's "all_novel").
+                if state.joint is not None and self._known(frozen.weights, state.policies[population]):
+                    continue
+                pid = policy_id(population, len(state.policies[population]))
+                self._add(pid, frozen.weights)
+                state.policies[population].append(pid)
             state.learners.update(result.states)
         self._restoring = set()
         t1 = time.monotonic()
@@ -160,7 +198,7 @@ class PSRO(IterativeScenario):
         solved = ctx.solver.solve_detailed(table.values)
         solve_time = time.monotonic() - t2
         train_steps = sum(r.env_steps for r in results)
-        state.iteration, state.table, state.meta = iteration, table, solved.mixtures
+        state.iteration, state.table, state.meta, state.joint = iteration, table, solved.mixtures, solved.joint
         state.solver_metrics = dict(solved.metrics)
         state.env_steps += train_steps + eval_steps
         iteration_time = time.monotonic() - t0
@@ -175,7 +213,8 @@ class PSRO(IterativeScenario):
     def _train_tasks(self, state: PSROState, iteration: int) -> list[TrainTask]:
         """One task per population: its learner best-responds, in its seats, to the
         meta-strategy of every seat, with its algorithm's opponent exploration unless the
-        config sets one; it starts as ``training.init`` says (see :meth:`_init`)."""
+        config sets one; it starts as ``training.init`` says (see :meth:`_init`). With a
+        joint meta-strategy, one per population and recommendation (:meth:`_joint_opponents`)."""
         ctx = self.ctx
         training = ctx.config.training
         opponents = tuple(
@@ -187,15 +226,80 @@ class PSRO(IterativeScenario):
         from_newest = training.init == "newest_weights"
         tasks = []
         for k, population in enumerate(ctx.mapping.populations):
-            spec = PolicySpec(policy_id=policy_id(population, len(state.policies[population])),
-                              population=population, algorithm=ctx.agents[population].algorithm_name, iteration=iteration)
-            learner = LearnerSpec(key=population, population=population, seats=ctx.mapping.agents_of(population),
-                                  one_seat=True, seed=derive_seed(ctx.config.seed, iteration, k),
-                                  init=self._init(state, population, warm, from_newest), snapshot=spec)
             budget = training.budget(ctx.agents[population].algorithm.opponent_epsilon)
-            tasks.append(TrainTask(learners=(learner,), seed=derive_seed(ctx.config.seed, iteration, k),
-                                   opponents=opponents, budget=budget, return_state=warm))
+            seat = ctx.env.agents.index(ctx.mapping.agents_of(population)[0])
+            jobs = [(opponents, None)] if state.joint is None else [((), j) for j in self._joint_opponents(state, seat)]
+            for j, (seats, joint) in enumerate(jobs):
+                spec = PolicySpec(policy_id=policy_id(population, len(state.policies[population]) + j),
+                                  population=population, algorithm=ctx.agents[population].algorithm_name,
+                                  iteration=iteration)
+                seed = derive_seed(ctx.config.seed, iteration, k) if j == 0 else derive_seed(ctx.config.seed, iteration, k, j)
+                # Further recommendations (CE) start like a new learner: the population's
+                # one carried-on learner is the first's.
+                init = self._init(state, population, warm and j == 0, from_newest)
+                learner = LearnerSpec(key=population, population=population, seats=ctx.mapping.agents_of(population),
+                                      one_seat=True, seed=seed, init=init, snapshot=spec)
+                tasks.append(TrainTask(learners=(learner,), seed=seed, opponents=seats, joint=joint, budget=budget,
+                                       return_state=warm and j == 0))
         return tasks
+
+    def _joint_opponents(self, state: PSROState, seat: int) -> list[JointOpponents]:
+        """The other seats' profiles drawn together from the joint meta-strategy:
+        marginalised over ``seat`` (CCE), or one distribution per policy of ``seat`` it
+        recommends, conditioned on that recommendation (CE)."""
+        solver = self.ctx.solver
+        conditional = isinstance(solver, JointMetaSolver) and solver.conditional
+        return [opponents for _, opponents, _ in self._joint_slices(state, seat, conditional=conditional)]
+
+    def _joint_slices(self, state: PSROState, seat: int, *,
+                      conditional: bool) -> list[tuple[float, JointOpponents, float]]:
+        """(weight, the other seats' distribution, ``seat``'s on-policy value under it):
+        the joint marginalised over ``seat`` (weight 1), or conditioned on each policy of
+        ``seat`` it recommends (weight: that policy's marginal probability)."""
+        assert state.joint is not None
+        agents = self.ctx.env.agents
+        others = tuple(a for k, a in enumerate(agents) if k != seat)
+        axis_ids = [ids for k, ids in enumerate(self._axis_ids(state.policies)) if k != seat]
+        joint, values = np.moveaxis(state.joint, seat, 0), np.moveaxis(state.table.values[seat], seat, 0)
+        if conditional:
+            slices = [(float(joint[i].sum()), joint[i], values[i]) for i in range(joint.shape[0])]
+        else:
+            slices = [(1.0, joint.sum(axis=0), (joint * values).sum(axis=0) / np.maximum(joint.sum(axis=0), 1e-300))]
+        result = []
+        for weight, dist, value in slices:
+            if weight <= _JOINT_TOL:
+                continue
+            index = np.argwhere(dist > _JOINT_TOL)
+            probabilities = dist[tuple(index.T)] / dist[tuple(index.T)].sum()
+            profiles = tuple(tuple(axis_ids[j][i] for j, i in enumerate(row)) for row in index)
+            on_policy = float(probabilities @ value[tuple(index.T)])
+            result.append((weight, JointOpponents(agents=others, profiles=profiles, probabilities=probabilities),
+                           on_policy))
+        return result
+
+    def correlated_gaps(self, state: PSROState) -> dict[str, float]:
+        """The joint meta-strategy's CCE and CE gaps in the real game, as OpenSpiel's
+        ``jpsro.py`` reports them: per seat, the value of a best response to the other
+        seats drawn from the joint (CCE: marginalised over the seat; CE: conditioned on
+        each recommendation, weighted by its probability) minus the on-policy value,
+        floored at 0, summed over seats. Empty without a joint meta-strategy or where the
+        env cannot compute such best responses."""
+        env = self.ctx.env
+        if state.joint is None or not (isinstance(env, ExactEnv) and env.supports_exact()):
+            return {}
+        gaps = {}
+        for name, conditional in (("cce_gap", False), ("ce_gap", True)):
+            total = 0.0
+            for seat, agent in enumerate(env.agents):
+                for weight, opponents, on_policy in self._joint_slices(state, seat, conditional=conditional):
+                    profiles = [({a: self.policies[pid] for a, pid in zip(opponents.agents, profile, strict=True)}, p)
+                                for profile, p in opponents.support()]
+                    value = env.correlated_best_response_value(agent, profiles)
+                    if value is None:
+                        return {}
+                    total += weight * max(value - on_policy, 0.0)
+            gaps[name] = total
+        return gaps
 
     def _init(self, state: PSROState, population: str, warm: bool, from_newest: bool) -> LearnerInit:
         """A new learner on the population's newest weights (``newest_weights``; fresh while
@@ -210,6 +314,14 @@ class PSRO(IterativeScenario):
         if population in self._restoring:
             return LearnerInit.restore(state.learners[population], policy_id=newest)
         return LearnerInit(kind="continue", policy_id=newest)
+
+    def _known(self, weights: Weights, pids: Sequence[str]) -> bool:
+        """Whether one of ``pids`` has exactly these weights."""
+        for pid in pids:
+            known = self.policies[pid].get_weights()
+            if known.keys() == weights.keys() and all(np.array_equal(known[k], weights[k]) for k in weights):
+                return True
+        return False
 
     def _axis_ids(self, policies: Mapping[str, Sequence[str]]) -> list[list[str]]:
         return [list(policies[self.ctx.mapping.population_of[a]]) for a in self.ctx.env.agents]
@@ -267,6 +379,7 @@ class PSRO(IterativeScenario):
                         "steps_per_s": steps / seconds if seconds > 0 else 0.0,
                         **{f"{k}_s": v for k, v in times.items()},
                         "wall_time_s": self.elapsed()})
+        metrics.update(self.correlated_gaps(state))
         metrics.update({f"solver/{k}": v for k, v in state.solver_metrics.items()})
         for result in results:
             for key, learned in result.learner_metrics.items():
@@ -293,9 +406,28 @@ class PSRO(IterativeScenario):
                 for p in ctx.mapping.populations
             },
             "meta_strategies": {a: state.meta[k].tolist() for k, a in enumerate(ctx.env.agents)},
-            "meta_game_values": dict(zip(ctx.env.agents, expected_payoffs(state.table.values, state.meta).tolist())),
+            "meta_game_values": dict(zip(ctx.env.agents, self._meta_values(state).tolist())),
             "nash_conv": nash, "exploitability": self._exploitability(nash),
             "env_steps": state.env_steps,
             "solver": state.solver_metrics,
         })
+        if state.joint is not None:
+            summary["joint_meta_strategy"] = self.joint_meta_strategy(state)
+            summary.update({k: state.history[-1].get(k) for k in ("cce_gap", "ce_gap") if state.history})
         return summary
+
+    def _meta_values(self, state: PSROState) -> np.ndarray:
+        """Each seat's expected meta-game payoff under the (joint) meta-strategy."""
+        if state.joint is not None:
+            return joint_values(state.table.values, state.joint)
+        return expected_payoffs(state.table.values, state.meta)
+
+    def joint_meta_strategy(self, state: PSROState) -> dict[str, Any]:
+        """The joint meta-strategy's support: the seats, one policy id per seat for each
+        profile, and the profiles' probabilities (``popmarl eval`` draws from it)."""
+        assert state.joint is not None
+        axis_ids = self._axis_ids(state.policies)
+        index = np.argwhere(state.joint > _JOINT_TOL)
+        return {"agents": list(self.ctx.env.agents),
+                "profiles": [[axis_ids[k][i] for k, i in enumerate(row)] for row in index],
+                "probabilities": state.joint[tuple(index.T)].tolist()}

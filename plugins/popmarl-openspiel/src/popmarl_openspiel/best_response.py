@@ -33,6 +33,7 @@ class ExactBestResponse(Algorithm):
     """Exact best responses in OpenSpiel games (see the module docstring)."""
 
     Config = ExactBRConfig
+    answers_correlated = True
 
     def make_policy(self, *, space: PolicySpace, seed: int) -> TabularPolicy:
         if not isinstance(space.action_space, Discrete):
@@ -47,6 +48,9 @@ class ExactBestResponse(Algorithm):
         tables = {}
         for agent in problem.space.agents:
             player = player_of(agent)
-            table, _ = exact.best_response(player, problem.opponents, implementation=self.config.implementation)
+            if problem.correlated is not None:
+                table, _ = exact.correlated_best_response(player, problem.correlated)
+            else:
+                table, _ = exact.best_response(player, problem.opponents, implementation=self.config.implementation)
             tables[player] = (exact.tree.players[player].keys, table)
         return TabularPolicy.from_tables(exact.tree.num_actions, tables)

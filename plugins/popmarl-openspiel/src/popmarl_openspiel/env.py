@@ -18,7 +18,7 @@ import attrs
 import numpy as np
 import pyspiel
 
-from popmarl.env import ExactEnv, MixedProfile, Profile
+from popmarl.env import CorrelatedProfile, ExactEnv, MixedProfile, Profile
 from popmarl.errors import ConfigError
 from popmarl.spaces import Box, Discrete
 from popmarl_openspiel.exact import ExactGame
@@ -26,6 +26,7 @@ from popmarl_openspiel.export import write_policy
 from popmarl_openspiel.game import ObservationKind, SpielGame, unknown_game_message
 from popmarl_openspiel.tree import NotPerfectRecall, TreeTooLarge, build_tree
 from popmarl_openspiel.vector import OpenSpielVector, TensorFill, tensor_fill
+from popmarl_openspiel.tabular import player_of
 
 
 def _known_game(instance: object, attribute: object, value: str) -> None:
@@ -121,6 +122,11 @@ class OpenSpielEnv(ExactEnv):
 
     def nash_conv(self, profile: MixedProfile) -> float:
         return self.exact.nash_conv(profile)
+
+    def correlated_best_response_value(self, agent: str, profiles: CorrelatedProfile) -> float | None:
+        if self.spiel.simultaneous:
+            return None
+        return self.exact.correlated_best_response(player_of(agent), profiles)[1]
 
     def export_policy(self, profile: MixedProfile, directory: Path) -> list[str]:
         """``final_policy.json``: the aggregated meta-strategy at every information state."""

@@ -14,8 +14,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+import pyspiel
 
-from popmarl.env import MixedProfile, Profile
+from popmarl.env import CorrelatedProfile, MixedProfile, Profile
+from popmarl.errors import ConfigError
 from popmarl.policy import Policy
 from popmarl_openspiel.aggregate import mixture_plan, policy_table
 from popmarl_openspiel.exploitability import Implementation, SpielOracle
@@ -107,6 +109,29 @@ class ExactGame:
         tables = {p: self.aggregate(opponents[agent], p) for p, agent in enumerate(self.agents) if p != player}
         actions, value = self.oracle.best_response(player, tables, implementation=implementation)
         return np.eye(self.tree.num_actions)[actions], value
+
+    def correlated_best_response(self, player: int, profiles: CorrelatedProfile) -> tuple[np.ndarray, float]:
+        """``player``'s deterministic best response ``[n_info_states, A]`` (one-hot) to the
+        other players' policies drawn together from ``profiles`` (a correlation device),
+        and its value: OpenSpiel's ``cce_dist``, as its ``jpsro.py`` computes them."""
+        if self.spiel.simultaneous:
+            raise ConfigError(f"openspiel: correlated best responses need a turn-based game; {self.spiel.name} "
+                              "has simultaneous moves")
+        legal = self.tree.players[player].mask
+        own = legal / legal.sum(axis=1, keepdims=True)  # read, then ignored, by the responder
+        device = []
+        for profile, probability in profiles:
+            merged: dict[str, list[tuple[int, float]]] = {}
+            for p, agent in enumerate(self.agents):
+                merged.update(self.oracle.action_lists(p, own if p == player else self.table(profile[agent], p)))
+            device.append((float(probability), pyspiel.TabularPolicy(merged)))
+        info = pyspiel.cce_dist(self.spiel.game, device, player, prob_cut_threshold=0.0, action_value_tolerance=-1.0)
+        chosen = info.best_response_policies[0].policy_table()
+        keys = self.tree.players[player].keys
+        actions = np.array([max(chosen[key], key=lambda pair: pair[1])[0] if key in chosen else -1 for key in keys])
+        missing = actions < 0
+        actions[missing] = legal[missing].argmax(axis=1)
+        return np.eye(self.tree.num_actions)[actions], float(info.best_response_values[0])
 
     def nash_conv(self, profile: MixedProfile, *, implementation: Implementation = "auto") -> float:
         """NashConv of the aggregated profile as OpenSpiel's ``exploitability.nash_conv``
