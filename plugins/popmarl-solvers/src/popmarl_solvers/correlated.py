@@ -102,22 +102,23 @@ def deviation_gains(payoffs: np.ndarray, conditional: bool, epsilon: float = 0.0
     shape = payoffs.shape[1:]
     size = int(np.prod(shape))
     profiles = np.arange(size).reshape(shape)
-    gains, columns = [], []
+    data, indices, lengths = [], [], []
     for k, count in enumerate(shape):
         own = np.moveaxis(payoffs[k], k, 0).reshape(count, -1)  # [own strategy, others' profile]
         index = np.moveaxis(profiles, k, 0).reshape(count, -1)
         if conditional:
             told, dev = np.nonzero(~np.eye(count, dtype=bool))
-            gains.append(own[dev] - own[told])  # [pair, others' profile]
-            columns.append(index[told])
+            gains = own[dev] - own[told]  # [pair, others' profile]
+            columns = index[told]
         else:
-            gains.append((own[:, None, :] - own[None, :, :]).reshape(count, -1))  # [d, (told, others)]
-            columns.append(np.broadcast_to(index.reshape(1, -1), (count, size)))
-    values, cols = np.concatenate(gains), np.concatenate(columns)
-    keep = values.max(axis=1, initial=0.0) > epsilon
-    values, cols = values[keep], cols[keep]
-    rows, width = values.shape
-    matrix = sp.csr_matrix((values.ravel(), cols.ravel(), np.arange(rows + 1) * width), shape=(rows, size))
+            gains = (own[:, None, :] - own[None, :, :]).reshape(count, -1)  # [d, (told, others)]
+            columns = np.broadcast_to(index.reshape(1, -1), (count, size))
+        keep = gains.max(axis=1) > epsilon
+        data.append(gains[keep].ravel())
+        indices.append(columns[keep].ravel())
+        lengths.append(np.full(int(keep.sum()), gains.shape[1]))
+    indptr = np.concatenate([[0], np.cumsum(np.concatenate(lengths))])
+    matrix = sp.csr_matrix((np.concatenate(data), np.concatenate(indices), indptr), shape=(indptr.size - 1, size))
     matrix.eliminate_zeros()
     return matrix
 
