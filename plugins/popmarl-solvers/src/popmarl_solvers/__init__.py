@@ -2,11 +2,14 @@
 
 ``nash`` (exact LP / Lemke–Howson / n-player support search), ``prd`` (projected
 replicator dynamics), ``rm`` (regret matching), ``alpharank`` (α-Rank),
-``fictitious_play`` and ``uniform_biased``. Every solver reports the NashConv of its
-answer on the meta-game as ``meta_nash_conv``.
+``fictitious_play``, ``uniform_biased``, and JPSRO's joint solvers ``cce`` and ``ce``
+((coarse) correlated equilibria: max Gini, max entropy or max welfare). Every solver
+reports the NashConv of its answer on the meta-game as ``meta_nash_conv``; the joint
+solvers also report their answer's CCE and CE gaps.
 """
 
 from popmarl_solvers.alpharank import AlphaRank, AlphaRankConfig
+from popmarl_solvers.correlated import CoarseCorrelated, Correlated, CorrelatedConfig
 from popmarl_solvers.fictitious import FictitiousPlay, FictitiousPlayConfig
 from popmarl_solvers.nash import Nash, NashConfig
 from popmarl_solvers.regret_matching import RegretMatching, RMConfig
@@ -16,6 +19,9 @@ from popmarl_solvers.uniform_biased import UniformBiased, UniformBiasedConfig
 __all__ = [
     "AlphaRank",
     "AlphaRankConfig",
+    "CoarseCorrelated",
+    "Correlated",
+    "CorrelatedConfig",
     "FictitiousPlay",
     "FictitiousPlayConfig",
     "Nash",

@@ -1,4 +1,4 @@
-"""The template every solver of this package follows: validate, solve, clean, measure."""
+"""The templates every solver of this package follows: validate, solve, clean, measure."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from popmarl.metagame import check_payoffs
-from popmarl.solver import MetaSolver, SolverResult, solution_metrics
+from popmarl.metagame import check_joint, check_payoffs, marginals
+from popmarl.solver import JointMetaSolver, MetaSolver, SolverResult, joint_metrics, solution_metrics
 
 from popmarl_solvers.games import normalize
 from popmarl_solvers.symmetric import use_symmetric
@@ -48,3 +48,37 @@ class Solver(MetaSolver):
     @abstractmethod
     def _solve(self, payoffs: np.ndarray, symmetric: bool) -> tuple[Mixtures, Extra]:
         """Mixtures for checked ``payoffs`` (not all 1×…×1) and the extra metrics."""
+
+
+class JointSolver(JointMetaSolver):
+    """:class:`Solver`'s template for joint (correlated) solvers: validate, solve, measure.
+
+    Subclasses implement :meth:`_solve_joint`; this class checks the payoffs, answers
+    1-profile games, makes the answer a distribution over profiles and reports the
+    marginals' ``meta_nash_conv``, the joint's ``meta_cce_gap``, ``meta_ce_gap``,
+    ``meta_welfare`` and ``meta_joint_entropy`` next to the subclass's own metrics.
+    """
+
+    def solve_joint(self, payoffs: np.ndarray) -> np.ndarray:
+        """A distribution over profiles (see :meth:`solve_detailed` for the metrics)."""
+        joint = self.solve_detailed(payoffs).joint
+        assert joint is not None
+        return joint
+
+    def solve_detailed(self, payoffs: np.ndarray) -> SolverResult:
+        """Solve ``payoffs`` shaped ``[n, |S_1|, ..., |S_n|]`` and measure the answer."""
+        payoffs = check_payoffs(payoffs)
+        shape = payoffs.shape[1:]
+        if all(k == 1 for k in shape):
+            joint: np.ndarray = np.ones(shape)
+            extra: Extra = {"solver_method": "trivial", "solver_iterations": 0}
+        else:
+            joint, extra = self._solve_joint(payoffs)
+        joint = check_joint(joint, shape)
+        mixtures = marginals(joint)
+        metrics = {**solution_metrics(payoffs, mixtures), **joint_metrics(payoffs, joint), **extra}
+        return SolverResult(mixtures=mixtures, joint=joint, metrics=metrics)
+
+    @abstractmethod
+    def _solve_joint(self, payoffs: np.ndarray) -> tuple[np.ndarray, Extra]:
+        """A joint distribution for checked ``payoffs`` (not 1×…×1) and the extra metrics."""
