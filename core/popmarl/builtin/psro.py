@@ -52,7 +52,7 @@ from popmarl.solver import JointMetaSolver, MetaSolver
 
 #: Joint probabilities at or below this are dropped when drawing opponents (as OpenSpiel's
 #: jpsro ``DIST_TOL``).
-_JOINT_TOL = 1e-12
+_JOINT_TOL = 1e-8
 
 
 @attrs.define
@@ -267,9 +267,9 @@ class PSRO(IterativeScenario):
             slices = [(1.0, joint.sum(axis=0), (joint * values).sum(axis=0) / np.maximum(joint.sum(axis=0), 1e-300))]
         result = []
         for weight, dist, value in slices:
-            if weight <= _JOINT_TOL:
-                continue
             index = np.argwhere(dist > _JOINT_TOL)
+            if weight <= _JOINT_TOL or len(index) == 0:
+                continue
             probabilities = dist[tuple(index.T)] / dist[tuple(index.T)].sum()
             profiles = tuple(tuple(axis_ids[j][i] for j, i in enumerate(row)) for row in index)
             on_policy = float(probabilities @ value[tuple(index.T)])
@@ -282,13 +282,16 @@ class PSRO(IterativeScenario):
         ``jpsro.py`` reports them: per seat, the value of a best response to the other
         seats drawn from the joint (CCE: marginalised over the seat; CE: conditioned on
         each recommendation, weighted by its probability) minus the on-policy value,
-        floored at 0, summed over seats. Empty without a joint meta-strategy or where the
-        env cannot compute such best responses."""
-        env = self.ctx.env
+        floored at 0, summed over seats; the CE gap only for CE solvers (it takes a best
+        response per recommendation). Empty without a joint meta-strategy or where the env
+        cannot compute such best responses."""
+        env, solver = self.ctx.env, self.ctx.solver
         if state.joint is None or not (isinstance(env, ExactEnv) and env.supports_exact()):
             return {}
         gaps = {}
-        for name, conditional in (("cce_gap", False), ("ce_gap", True)):
+        # The CE gap needs a best response per recommendation: for CE solvers only.
+        conditional = isinstance(solver, JointMetaSolver) and solver.conditional
+        for name, conditional in (("cce_gap", False), ("ce_gap", True))[:2 if conditional else 1]:
             total = 0.0
             for seat, agent in enumerate(env.agents):
                 for weight, opponents, on_policy in self._joint_slices(state, seat, conditional=conditional):
@@ -413,7 +416,7 @@ class PSRO(IterativeScenario):
         })
         if state.joint is not None:
             summary["joint_meta_strategy"] = self.joint_meta_strategy(state)
-            summary.update({k: state.history[-1].get(k) for k in ("cce_gap", "ce_gap") if state.history})
+            summary.update({k: state.history[-1][k] for k in ("cce_gap", "ce_gap") if state.history and k in state.history[-1]})
         return summary
 
     def _meta_values(self, state: PSROState) -> np.ndarray:

@@ -9,7 +9,9 @@ table and realization plan per player (policies in a population are frozen; a
 
 from __future__ import annotations
 
+import hashlib
 import weakref
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -27,6 +29,8 @@ from popmarl_openspiel.tree import GameTree
 
 #: Terminal histories times profiles above which n-player returns are computed in chunks.
 _CHUNK = 4_000_000
+#: Correlated best responses remembered (as :data:`popmarl_openspiel.exploitability._MEMO`).
+_CORRELATED_MEMO = 64
 
 
 class ExactGame:
@@ -38,6 +42,7 @@ class ExactGame:
         self.form = SequenceForm(tree)
         self.oracle = SpielOracle(spiel, tree)
         self.agents = tuple(spiel.agent(p) for p in range(spiel.num_players))
+        self._correlated: OrderedDict[bytes, tuple[np.ndarray, float]] = OrderedDict()
         self._cache: weakref.WeakKeyDictionary[Policy, dict[int, tuple[Any, np.ndarray, np.ndarray]]] = (
             weakref.WeakKeyDictionary())
 
@@ -119,19 +124,33 @@ class ExactGame:
                               "has simultaneous moves")
         legal = self.tree.players[player].mask
         own = legal / legal.sum(axis=1, keepdims=True)  # read, then ignored, by the responder
+        others = [p for p in range(len(self.agents)) if p != player]
+        tables = [([self.table(profile[self.agents[p]], p) for p in others], float(q)) for profile, q in profiles]
+        digest = hashlib.sha1(repr(player).encode())
+        for rows, q in tables:
+            digest.update(repr(q).encode())
+            for table in rows:
+                digest.update(np.ascontiguousarray(table).tobytes())
+        key = digest.digest()
+        if key in self._correlated:  # PSRO asks twice: the gap after a solve, the oracle next iteration
+            self._correlated.move_to_end(key)
+            return self._correlated[key]
         device = []
-        for profile, probability in profiles:
-            merged: dict[str, list[tuple[int, float]]] = {}
-            for p, agent in enumerate(self.agents):
-                merged.update(self.oracle.action_lists(p, own if p == player else self.table(profile[agent], p)))
-            device.append((float(probability), pyspiel.TabularPolicy(merged)))
+        for rows, probability in tables:
+            merged = self.oracle.action_lists(player, own)
+            for p, table in zip(others, rows, strict=True):
+                merged.update(self.oracle.action_lists(p, table))
+            device.append((probability, pyspiel.TabularPolicy(merged)))
         info = pyspiel.cce_dist(self.spiel.game, device, player, prob_cut_threshold=0.0, action_value_tolerance=-1.0)
         chosen = info.best_response_policies[0].policy_table()
         keys = self.tree.players[player].keys
         actions = np.array([max(chosen[key], key=lambda pair: pair[1])[0] if key in chosen else -1 for key in keys])
         missing = actions < 0
         actions[missing] = legal[missing].argmax(axis=1)
-        return np.eye(self.tree.num_actions)[actions], float(info.best_response_values[0])
+        self._correlated[key] = (np.eye(self.tree.num_actions)[actions], float(info.best_response_values[0]))
+        if len(self._correlated) > _CORRELATED_MEMO:
+            self._correlated.popitem(last=False)
+        return self._correlated[key]
 
     def nash_conv(self, profile: MixedProfile, *, implementation: Implementation = "auto") -> float:
         """NashConv of the aggregated profile as OpenSpiel's ``exploitability.nash_conv``
