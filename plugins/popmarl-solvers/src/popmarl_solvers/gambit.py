@@ -41,9 +41,8 @@ def gambit_equilibria(payoffs: np.ndarray, method: GambitMethod, *, maxregret: f
             found = [pygambit.nash.logit_solve(game, maxregret=maxregret).equilibrium]
         else:
             rng = np.random.default_rng(seed)
-            perturbation = game.mixed_strategy_profile(
-                data=[list(w / w.sum()) for w in (rng.random(k) + 0.5 for k in payoffs.shape[1:])]
-            )
+            weights = [np.asarray(rng.random(k) + 0.5) for k in payoffs.shape[1:]]
+            perturbation = game.mixed_strategy_profile(data=[list(w / w.sum()) for w in weights])
             solve = pygambit.nash.ipa_solve if method == "ipa" else pygambit.nash.gnm_solve
             result = solve(perturbation)
             found = [result.equilibrium] if method == "ipa" else list(result.equilibria)
