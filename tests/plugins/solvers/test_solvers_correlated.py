@@ -141,9 +141,11 @@ def test_max_welfare_matches_openspiel(monkeypatch: pytest.MonkeyPatch) -> None:
 # -- max Gini ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("game", ["2p_5x5", "2p_6x3_scaled", "3p_4x2x3", "4p_2x2x2x2", "shapley"])
+@pytest.mark.parametrize("game", ["2p_5x5", "2p_6x3_scaled", "3p_4x2x3", "4p_2x2x2x2", "4p_3x2x3x2"])
 def test_max_gini_matches_openspiel(game: str) -> None:
-    """OpenSpiel's JPSRO MG(C)CE (``_mgcce``, ``_mgce``; OSQP at 1e-8) is the same distribution."""
+    """OpenSpiel's JPSRO MG(C)CE (``_mgcce``, ``_mgce``; CVXOPT if installed, else OSQP) is
+    the same distribution. (Not Shapley's game: degenerate, where every interior-point
+    answer is ~1e-5 off; see :func:`test_shapley_answers`.)"""
     jpsro = pytest.importorskip("open_spiel.python.algorithms.jpsro")
     payoffs = GAMES[game] / max(1.0, float(np.ptp(GAMES[game])))  # OSQP's tolerances are absolute
     repeats = [np.ones(k) for k in payoffs.shape[1:]]
