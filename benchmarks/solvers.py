@@ -5,8 +5,10 @@ the game; for the correlated solvers ``cce``/``ce``, the CCE/CE gap of the joint
 distribution), then each baseline's, with ``ratio`` = baseline time / our time (> 1: ours
 is faster) measured in this same process. Baselines that are not installed are listed as
 such; a baseline still running after its time limit is stopped and shown as a timeout.
-Run: ``python benchmarks/solvers.py`` (about five minutes), or only some sections:
-``python benchmarks/solvers.py --sections correlated`` (see ``--help``).
+Run: ``python benchmarks/solvers.py`` (about six minutes), or only some sections:
+``python benchmarks/solvers.py --sections correlated`` (see ``--help``). OpenSpiel's JPSRO
+solvers use CVXOPT (QPs) and ECOS (LPs) when installed, else OSQP and Clarabel; the rows
+say which.
 """
 
 from __future__ import annotations
