@@ -321,3 +321,22 @@ def test_inaccurate_answer_is_rejected(monkeypatch: pytest.MonkeyPatch) -> None:
     result = CoarseCorrelated().solve_detailed(CHICKEN)  # all mass on (swerve, swerve): not a CCE
     assert result.metrics["solver_method"] in {"uniform_fallback", "nash_fallback"}
     assert cce_gap(CHICKEN, result.joint) <= 1e-6
+
+
+def test_unusable_answer_is_skipped(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A solver answer of NaNs or all zeros is passed over, not divided by its sum."""
+    for bad in (np.nan, 0.0):
+        monkeypatch.setattr(correlated, "_convex", lambda a, *args, bad=bad, **kwargs: (np.full(a.shape[1], bad), 3))
+        result = Correlated().solve_detailed(zero_sum(RPS))
+        assert result.metrics["solver_method"] == "uniform_fallback"
+
+
+def test_unconstrained_max_welfare() -> None:
+    """Nothing to gain by deviating (epsilon covers it): every joint is a (C)CE, and the
+    max-welfare answer is uniform over the best profiles, or one of them."""
+    payoffs = np.stack([np.array([[1.0, 0.0], [3.0, 3.0]]), np.array([[1.0, 0.0], [0.0, 0.0]])])
+    tied = CoarseCorrelated(objective="max_welfare", epsilon=10.0).solve_detailed(payoffs)
+    assert tied.metrics["solver_method"] == "unconstrained"
+    np.testing.assert_allclose(tied.joint, [[0, 0], [0.5, 0.5]])
+    vertex = CoarseCorrelated(objective="max_welfare", epsilon=10.0, welfare_tie_break="none").solve_joint(payoffs)
+    np.testing.assert_allclose(vertex, [[0, 0], [1, 0]])

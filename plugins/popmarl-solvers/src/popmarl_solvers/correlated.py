@@ -148,6 +148,8 @@ class _CorrelatedBase(JointSolver):
         best: tuple[float, Candidate] | None = None
         for candidate in self._candidates(payoffs, game, a, epsilon):
             x = np.clip(candidate[1], 0.0, None)
+            if not np.all(np.isfinite(x)) or x.sum() <= 0.0:
+                continue
             x = x / x.sum()
             excess = float((a @ x).max()) - epsilon if a.shape[0] else 0.0
             if best is None or excess < best[0]:
@@ -209,7 +211,9 @@ def _unconstrained(objective: str, tie_break: str, welfare: np.ndarray, tol: flo
     if objective != "max_welfare":
         return np.full(welfare.size, 1.0 / welfare.size)
     if tie_break == "none":
-        return np.eye(welfare.size)[int(np.argmax(welfare))]
+        vertex = np.zeros(welfare.size)
+        vertex[int(np.argmax(welfare))] = 1.0
+        return vertex
     best = (welfare >= welfare.max() - tol).astype(float)
     return best / best.sum()
 
