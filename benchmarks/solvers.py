@@ -1,14 +1,19 @@
 """Meta-solver benchmark: popmarl-solvers against nashpy and OpenSpiel, same games, same run.
 
 Prints one table: for each task, our solver's time and regret (NashConv of the answer on
-the game), then each baseline's, with ``ratio`` = baseline time / our time (> 1: ours is
-faster) measured in this same process. Baselines that are not installed are listed as
+the game; for the correlated solvers ``cce``/``ce``, the CCE/CE gap of the joint
+distribution), then each baseline's, with ``ratio`` = baseline time / our time (> 1: ours
+is faster) measured in this same process. Baselines that are not installed are listed as
 such; a baseline still running after its time limit is stopped and shown as a timeout.
-Run: ``python benchmarks/solvers.py`` (about five minutes).
+Run: ``python benchmarks/solvers.py`` (about six minutes), or only some sections:
+``python benchmarks/solvers.py --sections correlated`` (see ``--help``). OpenSpiel's JPSRO
+solvers use CVXOPT (QPs) and ECOS (LPs) when installed, else OSQP and Clarabel; the rows
+say which.
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import io
 import multiprocessing
@@ -21,8 +26,15 @@ from typing import Any
 
 import numpy as np
 
-from popmarl.metagame import nash_conv
-from popmarl_solvers import AlphaRank, Nash, ProjectedReplicatorDynamics, RegretMatching
+from popmarl.metagame import ce_gap, cce_gap, nash_conv
+from popmarl_solvers import (
+    AlphaRank,
+    CoarseCorrelated,
+    Correlated,
+    Nash,
+    ProjectedReplicatorDynamics,
+    RegretMatching,
+)
 from popmarl_solvers.support_search import pure_equilibrium
 
 warnings.filterwarnings("ignore")  # OpenSpiel's α-Rank overflows in exp(); nashpy warns on degeneracy
@@ -33,7 +45,7 @@ except ImportError:  # pragma: no cover - optional baseline
     nashpy = None
 try:
     import pyspiel
-    from open_spiel.python.algorithms import lp_solver
+    from open_spiel.python.algorithms import jpsro, lp_solver
     from open_spiel.python.algorithms import projected_replicator_dynamics as os_prd
     from open_spiel.python.algorithms import regret_matching as os_rm
     from open_spiel.python.algorithms.psro_v2 import meta_strategies
@@ -110,13 +122,15 @@ def regret_of(payoffs: np.ndarray, mixtures: Sequence[np.ndarray] | None) -> flo
 def compare(
     task: str,
     payoffs: np.ndarray,
-    ours: Callable[[], Sequence[np.ndarray]],
-    baselines: dict[str, Callable[[], Sequence[np.ndarray] | None] | str],
+    ours: Callable[[], Any],
+    baselines: dict[str, Callable[[], Any] | str],
     timeout_s: float = BASELINE_TIMEOUT_S,
+    measure: Callable[[np.ndarray, Any], float] = regret_of,
 ) -> None:
-    """Time ``ours`` and every baseline on ``payoffs``; a str baseline is a skip reason."""
+    """Time ``ours`` and every baseline on ``payoffs``; a str baseline is a skip reason.
+    ``measure(payoffs, answer)`` is the quality column (by default NashConv of mixtures)."""
     our_time, our_answer = timed(ours)
-    ROWS.append((task, "popmarl-solvers", f"{our_time * 1e3:10.2f}", f"{regret_of(payoffs, our_answer):9.1e}", "1.00"))
+    ROWS.append((task, "popmarl-solvers", f"{our_time * 1e3:10.2f}", f"{measure(payoffs, our_answer):9.1e}", "1.00"))
     for name, fn in baselines.items():
         if isinstance(fn, str):
             ROWS.append((task, name, "         -", "        -", fn))
@@ -129,7 +143,7 @@ def compare(
         except Exception as exc:  # a baseline that crashes is a result too
             ROWS.append((task, name, "         -", "        -", f"error: {type(exc).__name__}"))
             continue
-        shown = "no answer" if answer is None else f"{regret_of(payoffs, answer):9.1e}"
+        shown = "no answer" if answer is None else f"{measure(payoffs, answer):9.1e}"
         ROWS.append((task, name, f"{t * 1e3:10.2f}", shown, f"{t / our_time:.2f}"))
 
 
@@ -329,17 +343,77 @@ def gambit_n_player_tasks(rng: np.random.Generator) -> None:
         )
 
 
-def main() -> None:
+def _openspiel_correlated(payoffs: np.ndarray, solver: Callable[..., Any]) -> np.ndarray:
+    """One of OpenSpiel's JPSRO meta-solvers (``jpsro._mgcce`` etc.) on ``payoffs``."""
+    joint, _ = solver(payoffs, [np.ones(k) for k in payoffs.shape[1:]], ignore_repeats=True)
+    return np.asarray(joint)
+
+
+def _openspiel_lp_solver() -> str:
+    """jpsro's LPs (``_mwcce``, ``_mwce``) default to ECOS; without it, use Clarabel."""
+    import cvxpy
+
+    if "ECOS" in cvxpy.installed_solvers():
+        return "ECOS"
+    jpsro.DEFAULT_ECOS_SOLVER_KWARGS = {"solver": "CLARABEL", "verbose": False}
+    return "CLARABEL"
+
+
+def correlated_tasks(rng: np.random.Generator) -> None:
+    """``cce``/``ce`` with each objective against OpenSpiel's JPSRO solver for the same
+    (C)CE (max Gini: ``_mgcce``/``_mgce``, CVXOPT then OSQP; max welfare:
+    ``_mwcce``/``_mwce``); the quality column is the answer's CCE or CE gap."""
+    import cvxpy
+
+    qp = "CVXOPT" if "CVXOPT" in cvxpy.installed_solvers() else "OSQP"
+    lp = _openspiel_lp_solver() if pyspiel is not None else ""
+    games = [rng.uniform(-1, 1, (2, n, n)) for n in (5, 10, 15)]
+    games += [rng.uniform(-1, 1, (3, n, n, n)) for n in (5, 8, 12)]
+    for payoffs in games:
+        size = "x".join(str(k) for k in payoffs.shape[1:])
+        for name, cls, gap in (("cce", CoarseCorrelated, cce_gap), ("ce", Correlated, ce_gap)):
+            for objective in ("max_gini", "max_entropy", "max_welfare"):
+                solver = cls(objective=objective)
+                solver.solve_joint(payoffs)  # cvxpy's first import is not the solver's time
+                theirs: dict[str, Any]
+                if objective == "max_entropy":
+                    theirs = {"openspiel jpsro": "no max-entropy solver"}
+                else:
+                    flag = {"max_gini": "mg", "max_welfare": "mw"}[objective] + name
+                    label = f"openspiel jpsro _{flag} ({qp if objective == 'max_gini' else lp})"
+                    function = getattr(jpsro, f"_{flag}") if pyspiel is not None else None
+                    theirs = {label: _missing(pyspiel, "open_spiel") or partial(_openspiel_correlated, payoffs, function)}
+                compare(
+                    f"{name} {objective} {payoffs.shape[0]}p {size}",
+                    payoffs,
+                    partial(solver.solve_joint, payoffs),
+                    theirs,
+                    timeout_s=ALPHARANK_TIMEOUT_S,
+                    measure=gap,
+                )
+
+
+SECTIONS: dict[str, Callable[[np.random.Generator], None]] = {
+    "zero_sum": zero_sum_tasks,
+    "general_sum": general_sum_tasks,
+    "n_player": n_player_tasks,
+    "gambit": gambit_n_player_tasks,
+    "dynamics": dynamics_tasks,
+    "alpharank": alpharank_tasks,
+    "correlated": correlated_tasks,
+}
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument(
+        "--sections", nargs="+", choices=list(SECTIONS), default=list(SECTIONS), metavar="SECTION",
+        help=f"which tables to run (default: all): {', '.join(SECTIONS)}",
+    )
+    args = parser.parse_args(argv)
     rng = np.random.default_rng(2024)
-    for tasks in (
-        zero_sum_tasks,
-        general_sum_tasks,
-        n_player_tasks,
-        gambit_n_player_tasks,
-        dynamics_tasks,
-        alpharank_tasks,
-    ):
-        tasks(rng)
+    for name in args.sections:
+        SECTIONS[name](rng)
     header = ("task", "solver", "time (ms)", "regret", "ratio")
     widths = [max(len(str(r[i])) for r in [header, *ROWS]) for i in range(5)]
     line = " | ".join(h.ljust(w) for h, w in zip(header, widths, strict=True))
@@ -347,7 +421,8 @@ def main() -> None:
     print("-+-".join("-" * w for w in widths))
     for row in ROWS:
         print(" | ".join(str(c).strip().ljust(w) for c, w in zip(row, widths, strict=True)))
-    print("\nratio = baseline time / popmarl-solvers time, same process; regret = NashConv of the answer.")
+    print("\nratio = baseline time / popmarl-solvers time, same process; regret = NashConv of the answer"
+          " (cce/ce rows: the joint distribution's CCE/CE gap).")
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ from solver_helpers import assert_mixtures, regret
 import popmarl
 from popmarl.solver import MetaSolver, SolverResult
 
-NAMES = ["nash", "prd", "rm", "alpharank", "fictitious_play", "uniform_biased"]
+NAMES = ["nash", "prd", "rm", "alpharank", "fictitious_play", "uniform_biased", "cce", "ce"]
 FAST = {"prd": {"iterations": 200}, "rm": {"iterations": 200}, "fictitious_play": {"iterations": 200}}
 
 
