@@ -107,7 +107,7 @@ def cce_gains(payoffs: np.ndarray, joint: np.ndarray) -> np.ndarray:
 
 def ce_gains(payoffs: np.ndarray, joint: np.ndarray) -> np.ndarray:
     """Per player, the summed gains of the best deviation from each recommendation
-    (a correlated equilibrium has every gain ≤ 0): ``Σ_i max_j Σ_{-k} σ(i,-k)(u(j,-k) − u(i,-k))``."""
+    (never negative; all 0 exactly at a correlated equilibrium): ``Σ_i max_j Σ_{-k} σ(i,-k)(u(j,-k) − u(i,-k))``."""
     payoffs, joint = np.asarray(payoffs, dtype=float), np.asarray(joint, dtype=float)
     gains = []
     for k in range(payoffs.shape[0]):
