@@ -59,6 +59,15 @@ class VectorEnv(ABC):
     def step(self, actions: Mapping[str, np.ndarray]) -> Step:
         """Apply each agent's actions (aligned with the rows it was asked for)."""
 
+    def stop_restarts(self) -> bool:
+        """From now on, leave games that finish finished: each is reported in
+        ``finished`` once and asks for no more decisions (until :meth:`reset`). The
+        rollout engine calls it once no more episodes will start, so the games it no
+        longer needs are not stepped. Returns whether the vector does this; one that
+        does not (the default) keeps restarting them, and the engine plays those games
+        out with throwaway moves."""
+        return False
+
     def close(self) -> None:
         """Release resources."""
 

@@ -22,7 +22,7 @@ from popmarl.spaces import Box, Space
 
 #: Called when a game slot is free, with the env steps taken so far: the policy of
 #: each agent for that slot's next episode and a tag reported back with its returns,
-#: or None when no more episodes should start.
+#: or None when no more episodes should start (for good: it is not asked again).
 Sampler = Callable[[int], "tuple[Mapping[str, Policy], Any] | None"]
 IDLE = -1
 #: An agent's observation (and legal-action mask) when its episode was cut off.
@@ -347,16 +347,22 @@ class RolloutWorker:
         slot_tag: list[Any] = [None] * self.num_envs
         steps = 0
 
+        exhausted = False
+
         def refill(slot: int) -> None:
-            drawn = sample(steps)
+            nonlocal exhausted
+            drawn = None if exhausted else sample(steps)
+            if drawn is None and not exhausted:
+                exhausted = True  # games that finish from now on are not needed again
+                vec.stop_restarts()
             table.assign(slot, None if drawn is None else drawn[0])
             slot_tag[slot] = None if drawn is None else drawn[1]
 
+        step: Step = vec.reset()
         for slot in range(self.num_envs):
             refill(slot)
         agent_index = {a: k for k, a in enumerate(self.agents)}
         recorders = {a: _Recorder(a, self.num_envs) for a in self.agents} if learners else {}
-        step: Step = vec.reset()
         try:
             while table.any_active():
                 learner_codes = {c for c, p in enumerate(table.policies) if id(p) in learner_of}

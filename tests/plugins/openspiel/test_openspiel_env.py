@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import types
+
 import numpy as np
 import pyspiel
 import pytest
@@ -185,3 +187,74 @@ def test_intermediate_rewards_add_up_to_the_returns(make_env):
             totals[i] = 0.0
             checked += 1
     assert checked > 0
+
+
+def _random_actions(env, step, rng):
+    return {agent: np.array([rng.choice(np.flatnonzero(m)) for m in batch.mask])
+            for agent, (ids, batch) in step.decisions.items()}
+
+
+@pytest.mark.parametrize("game", ["leduc_poker", "goofspiel(num_cards=3)"])
+def test_stopped_restarts_leave_each_game_finished_once(make_env, game):
+    env = make_env(game)
+    vec = env.vector(num_envs=6, seed=0)
+    rng = np.random.default_rng(0)
+    step = vec.reset()
+    step = vec.step(_random_actions(env, step, rng))
+    assert vec.stop_restarts() is True
+    finished = step.finished.tolist()
+    for _ in range(100):
+        if not step.decisions:
+            break
+        step = vec.step(_random_actions(env, step, rng))
+        finished.extend(step.finished.tolist())
+    assert not step.decisions
+    assert len(vec.step({}).finished) == 0  # nothing left to step
+    # Each game finished the episode it was in and asked for nothing after.
+    assert set(finished) == set(range(6)) and len(finished) == len(set(finished))
+    step = vec.reset()  # a reset restarts every game, and restarts again
+    assert set(np.concatenate([ids for ids, _ in step.decisions.values()]).tolist()) == set(range(6))
+
+
+def test_explore_does_not_step_games_it_no_longer_needs(make_env):
+    """Once the last episode has started, games that finish stay finished: the env is
+    asked for about the decisions the learner's episodes need, not for throwaway games
+    restarted over and over while the last ones end."""
+    from popmarl.rollout import OpponentDraw, RolloutWorker, Seating
+
+    env = make_env("leduc_poker")
+    asked, ended = [], []
+    make_vector = env.vector
+
+    class Counting:
+        def __init__(self, vec):
+            self.vec, self.num_envs = vec, vec.num_envs
+
+        def _count(self, step):
+            asked.append(sum(len(ids) for ids, _ in step.decisions.values()))
+            ended.append(len(step.finished))
+            return step
+
+        def reset(self):
+            return self._count(self.vec.reset())
+
+        def step(self, actions):
+            return self._count(self.vec.step(actions))
+
+        def stop_restarts(self):
+            return self.vec.stop_restarts()
+
+        def close(self):
+            self.vec.close()
+
+    policy = TabularPolicy(env.spiel.num_actions)
+    draw = OpponentDraw({"player_1": ([policy], np.ones(1))})
+    worker = RolloutWorker(env=env, num_envs=64)
+    worker.env = types.SimpleNamespace(vector=lambda **kw: Counting(make_vector(**kw)))
+    played = worker.explore(learners=[Seating(policy=TabularPolicy(env.spiel.num_actions), seats=("player_0",))],
+                            opponents=draw, max_episodes=640, max_steps=None, seed=0)
+    assert len(played.tags) == 640
+    assert sum(ended) <= 640 + 64  # at most one unneeded episode per game
+    # Decisions no episode needed: those of the few games that restarted in the step the
+    # last episode started (52 here; 251 when every finished game restarted).
+    assert sum(asked) - played.env_steps < 100

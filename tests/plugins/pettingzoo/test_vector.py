@@ -294,3 +294,26 @@ def test_a_wrapper_that_is_no_guard_is_stepped_through() -> None:
     assert guards_only(leduc_holdem_v4.env())
     assert not guards_only(BaseWrapper(tictactoe_v3.env()))
     assert not guards_only(OrderEnforcingWrapper(BaseWrapper(tictactoe_v3.raw_env())))  # one inside a guard
+
+
+@pytest.mark.parametrize("name", ["tictactoe", "rps", "spread"])
+def test_stopped_restarts_leave_each_copy_finished_once(name: str, ledger: Ledger) -> None:
+    """After ``stop_restarts`` every copy ends the episode it is in and asks for nothing
+    more (AEC and Parallel games); a reset starts them all again."""
+    env = _env(name)
+    vec = env.vector(num_envs=4, seed=0)
+    rng = np.random.default_rng(0)
+    step = vec.step(random_actions(env, vec.reset(), rng))
+    assert vec.stop_restarts() is True
+    finished = step.finished.tolist()
+    for _ in range(200):
+        if not step.decisions:
+            break
+        step = vec.step(random_actions(env, step, rng))
+        finished.extend(step.finished.tolist())
+    assert not step.decisions and sorted(finished) == [0, 1, 2, 3]
+    assert len(vec.step({}).finished) == 0
+    step = vec.reset()
+    assert set(np.concatenate([ids for ids, _ in step.decisions.values()]).tolist()) == {0, 1, 2, 3}
+    assert ledger.violations == []
+    vec.close()

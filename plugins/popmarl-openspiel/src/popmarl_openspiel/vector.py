@@ -2,7 +2,8 @@
 
 Each call advances every game by one decision (or one joint decision at a
 simultaneous-move node): actions are applied, chance nodes are sampled from their
-outcome distributions, finished games are reset at once. Per step the only Python
+outcome distributions, finished games are reset at once (until
+``stop_restarts``). Per step the only Python
 objects are pyspiel's states and strings; observations are written through OpenSpiel's
 C++ observer into numpy where that matches the state's own tensor, and every batch is
 built with one array per player.
@@ -11,6 +12,7 @@ built with one array per player.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from typing import cast
 
 import numpy as np
 import pyspiel
@@ -26,6 +28,7 @@ _UNIFORMS = 4096  # chance draws taken from the generator at a time
 _CHANCE = int(pyspiel.PlayerId.CHANCE)
 _SIMULTANEOUS = int(pyspiel.PlayerId.SIMULTANEOUS)
 _TERMINAL = int(pyspiel.PlayerId.TERMINAL)
+_STOPPED = -1000  # a finished game left finished (after stop_restarts): no decisions
 
 
 def _list_fill(spiel: SpielGame) -> TensorFill:
@@ -109,7 +112,8 @@ class OpenSpielVector(VectorEnv):
         self._info_keys = bool(spiel.type.provides_information_state_string)
         self._simultaneous = spiel.simultaneous
         self._intermediate = spiel.type.reward_model == pyspiel.GameType.RewardModel.REWARDS
-        self._states: list[pyspiel.State] = []
+        self._states: list[pyspiel.State | None] = []  # None: finished and not restarted
+        self._restart = True
         self._pending: list[tuple[np.ndarray, np.ndarray]] = []  # per player: (env ids, masks)
         self._cumulative = np.zeros((num_envs, self._n))
         self._no_rows = np.zeros(0, dtype=np.int64)
@@ -117,8 +121,13 @@ class OpenSpielVector(VectorEnv):
     # -- the VectorEnv protocol ---------------------------------------------------------
     def reset(self) -> Step:
         self._states = [self._game.new_initial_state() for _ in range(self.num_envs)]
+        self._restart = True
         self._cumulative[:] = 0.0
         return self._settle()
+
+    def stop_restarts(self) -> bool:
+        self._restart = False
+        return True
 
     def step(self, actions: Mapping[str, np.ndarray]) -> Step:
         states = self._states
@@ -149,6 +158,8 @@ class OpenSpielVector(VectorEnv):
             if len(ids):
                 joint[ids, player] = self._checked(actions, player, mask)
         for state, row in zip(self._states, joint.tolist()):
+            if state is None:
+                continue
             if state.is_simultaneous_node():
                 state.apply_actions(row)
             else:
@@ -178,6 +189,9 @@ class OpenSpielVector(VectorEnv):
         rewards = np.zeros((self.num_envs, self._n))
         intermediate = self._intermediate
         for i, state in enumerate(states):
+            if state is None:
+                players.append(_STOPPED)
+                continue
             player = state.current_player()
             restarts = 0
             while player < 0 and player != _SIMULTANEOUS:
@@ -190,6 +204,10 @@ class OpenSpielVector(VectorEnv):
                     if intermediate:
                         rewards[i] += np.subtract(final, self._cumulative[i])
                         self._cumulative[i] = 0.0
+                    if not self._restart:
+                        states[i] = None
+                        player = _STOPPED
+                        break
                     restarts += 1
                     if restarts > 1000:
                         raise RuntimeError(f"{self.spiel.name}: 1000 episodes in a row ended before any decision")
@@ -198,7 +216,7 @@ class OpenSpielVector(VectorEnv):
                     raise RuntimeError(f"{self.spiel.name}: unsupported node (player id {player})")
                 player = state.current_player()
             players.append(player)
-            if intermediate:
+            if intermediate and player != _STOPPED:
                 current = state.returns()
                 rewards[i] += np.subtract(current, self._cumulative[i])
                 self._cumulative[i] = current
@@ -213,7 +231,7 @@ class OpenSpielVector(VectorEnv):
         for i, player in enumerate(players):
             if player >= 0:
                 rows[player].append(i)
-            else:  # a simultaneous-move node: every player decides
+            elif player == _SIMULTANEOUS:  # every player decides
                 for p in range(n):
                     rows[p].append(i)
         decisions = {}
@@ -223,7 +241,7 @@ class OpenSpielVector(VectorEnv):
             if not ids:
                 pending.append((self._no_rows, np.zeros((0, self.spiel.num_actions), bool)))
                 continue
-            batch_states = [states[i] for i in ids]
+            batch_states = [cast(pyspiel.State, states[i]) for i in ids]
             mask = np.array([s.legal_actions_mask(player) for s in batch_states], dtype=bool)
             if self._info_keys:
                 keys = tuple([s.information_state_string(player) for s in batch_states])

@@ -58,6 +58,8 @@ class _Vector(VectorEnv):
         self._truncated = [False] * num_envs
         self._final: list[dict[str, Observations]] = [{} for _ in range(num_envs)]
         self._pending: dict[str, np.ndarray] = {}
+        self._restarts = True
+        self._stopped = [False] * num_envs  # finished and left finished (stop_restarts)
         self._none = np.zeros(0, dtype=np.int64)  # empty (read-only) results of a Step with no finished game
         self._no_returns = np.zeros((0, len(self.agents)))
         self._no_flags = np.zeros(0, dtype=bool)
@@ -69,6 +71,30 @@ class _Vector(VectorEnv):
             return None
         self._seeded[i] = True
         return self._seed + i
+
+    def stop_restarts(self) -> bool:
+        self._restarts = False
+        return True
+
+    def _end(self, i: int, finished: Finished) -> bool:
+        """Report copy ``i``'s finished episode; restart it unless restarts are stopped
+        (then it stays finished: False)."""
+        self._finish(i, finished)
+        if not self._restarts:
+            self._stopped[i] = True
+            return False
+        self._restart(i)
+        return True
+
+    @abstractmethod
+    def _restart(self, i: int) -> None:
+        """Start copy ``i``'s next episode."""
+
+    def _reset_all(self) -> None:
+        self._restarts = True
+        self._stopped = [False] * self.num_envs
+        for i in range(self.num_envs):
+            self._restart(i)
 
     def _begin(self, i: int) -> None:
         self._returns[i] = 0.0
@@ -170,9 +196,9 @@ class AECVector(_Vector):
     def reset(self) -> Step:
         rewards, finished = self._zeros(), Finished()
         selected: dict[str, list[int]] = {}
+        self._reset_all()
         for i in range(self.num_envs):
-            self._restart(i)
-            selected.setdefault(self._advance(i, rewards, finished), []).append(i)
+            self._select(selected, i, self._advance(i, rewards, finished))
         return self._step(selected, rewards, finished)
 
     def step(self, actions: Mapping[str, np.ndarray]) -> Step:
@@ -183,16 +209,21 @@ class AECVector(_Vector):
             for i, action in zip(ids, decoded):
                 envs[i].step(action)
                 steps[i] += 1
-                selected.setdefault(self._advance(i, rewards, finished), []).append(i)
+                self._select(selected, i, self._advance(i, rewards, finished))
         return self._step(selected, rewards, finished)
+
+    @staticmethod
+    def _select(selected: dict[str, list[int]], i: int, agent: str | None) -> None:
+        if agent is not None:
+            selected.setdefault(agent, []).append(i)
 
     def _restart(self, i: int) -> None:
         self.envs[i].reset(seed=self._next_seed(i))
         self._begin(i)
 
-    def _advance(self, i: int, rewards: np.ndarray, finished: Finished) -> str:
+    def _advance(self, i: int, rewards: np.ndarray, finished: Finished) -> str | None:
         """Collect rewards, step dead agents, end and restart the episode as needed;
-        return the live agent copy ``i`` now waits on."""
+        return the live agent copy ``i`` now waits on (None: it finished for good)."""
         env, raw, index, returns = self._play[i], self._raw[i], self._index, self._returns
         restarted = False
         while True:
@@ -209,8 +240,8 @@ class AECVector(_Vector):
                     self._truncated[i] = True
                 if restarted and self._steps[i] == 0:
                     raise RuntimeError(f"{raw} ended an episode without any agent acting")
-                self._finish(i, finished)
-                self._restart(i)
+                if not self._end(i, finished):
+                    return None
                 restarted = True
                 continue
             agent = raw.agent_selection
@@ -243,8 +274,7 @@ class ParallelVector(_Vector):
         self._infos: list[Mapping[str, Any]] = [{} for _ in range(self.num_envs)]
 
     def reset(self) -> Step:
-        for i in range(self.num_envs):
-            self._restart(i)
+        self._reset_all()
         return self._result(self._zeros(), Finished())
 
     def step(self, actions: Mapping[str, np.ndarray]) -> Step:
@@ -254,7 +284,10 @@ class ParallelVector(_Vector):
                 joint[i][agent] = action
         rewards, finished = self._zeros(), Finished()
         index, returns, max_steps = self._index, self._returns, self._max_steps
+        stopped = self._stopped
         for i, env in enumerate(self.envs):
+            if stopped[i]:
+                continue
             obs, step_rewards, terminations, truncations, infos = env.step(joint[i])
             for agent, reward in step_rewards.items():
                 if reward:
@@ -274,8 +307,7 @@ class ParallelVector(_Vector):
                     for agent in live:
                         if agent in obs and agent not in self._final[i]:
                             self._cut(i, agent, obs[agent], infos.get(agent))
-                self._finish(i, finished)
-                self._restart(i)
+                self._end(i, finished)
         return self._result(rewards, finished)
 
     def _restart(self, i: int) -> None:
@@ -288,6 +320,8 @@ class ParallelVector(_Vector):
     def _result(self, rewards: np.ndarray, finished: Finished) -> Step:
         selected: dict[str, list[int]] = {}
         for i, env in enumerate(self.envs):
+            if self._stopped[i]:
+                continue
             for agent in env.agents:
                 selected.setdefault(agent, []).append(i)
         return self._step(selected, rewards, finished)
