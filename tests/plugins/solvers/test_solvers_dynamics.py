@@ -172,3 +172,19 @@ def test_uniform_biased_weights() -> None:
 def test_config_ranges(cls, bad: dict) -> None:
     with pytest.raises(ValueError):
         cls(**bad)
+
+
+@pytest.mark.parametrize("shape", [(3, 4, 5, 6), (4, 3, 2, 4, 3)])
+def test_flat_deviations_of_n_player_games_equal_the_core_contraction(shape):
+    """The iterative solvers' inner loop (one mat-vec per player against the others'
+    outer-product mixture) gives every player's deviation payoffs."""
+    from popmarl.metagame import deviation_payoffs
+    from popmarl_solvers.games import MetaGame
+
+    rng = np.random.default_rng(0)
+    payoffs = rng.normal(size=shape)
+    mixtures = [rng.dirichlet(np.ones(k)) for k in shape[1:]]
+    game = MetaGame(payoffs)
+    flat = game.flat_deviations(np.concatenate(mixtures))
+    for got, want in zip(game.split(flat), deviation_payoffs(payoffs, mixtures), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)

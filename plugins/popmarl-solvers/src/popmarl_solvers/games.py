@@ -29,7 +29,10 @@ class MetaGame:
         self.sizes: tuple[int, ...] = (payoffs.shape[1],) if symmetric else tuple(payoffs.shape[1:])
         self.starts = np.concatenate([[0], np.cumsum(self.sizes)[:-1]]).astype(np.intp)
         self.segment = np.repeat(np.arange(len(self.sizes)), self.sizes)
+        ends = np.cumsum(self.sizes)
+        self._bounds = [(int(a), int(b)) for a, b in zip(self.starts, ends)]
         self._block: np.ndarray | None = None
+        self._unfolded: list[np.ndarray] = []
         if symmetric:
             self._block = payoffs[0]
         elif self.n_players == 2:
@@ -37,6 +40,9 @@ class MetaGame:
             self._block = np.zeros((m + n, m + n))
             self._block[:m, m:] = payoffs[0]
             self._block[m:, :m] = payoffs[1].T
+        else:  # each player's table with its own axis first, the others' flattened after it
+            self._unfolded = [np.ascontiguousarray(np.moveaxis(payoffs[k], k, 0)).reshape(self.sizes[k], -1)
+                              for k in range(self.n_players)]
 
     def uniform(self) -> list[np.ndarray]:
         """The uniform mixture of every solved population."""
@@ -54,7 +60,17 @@ class MetaGame:
         """:meth:`deviations` on the concatenated mixtures, concatenated."""
         if self._block is not None:
             return self._block @ flat
-        return np.concatenate(contract(self.payoffs, self.split(flat)))
+        # One mat-vec per player against the others' joint (outer-product) mixture: a few
+        # numpy calls per player, as the iterative solvers call this 10^5 times.
+        xs = [flat[a:b] for a, b in self._bounds]
+        out = np.empty_like(flat)
+        for k, (a, b) in enumerate(self._bounds):
+            joint: np.ndarray | None = None
+            for j, x in enumerate(xs):
+                if j != k:
+                    joint = x if joint is None else np.multiply.outer(joint, x).ravel()
+            out[a:b] = self._unfolded[k] @ joint
+        return out
 
     def segment_sums(self, flat: np.ndarray) -> np.ndarray:
         """Per population, the sum of its entries of a flat vector."""
@@ -62,7 +78,7 @@ class MetaGame:
 
     def split(self, flat: np.ndarray) -> list[np.ndarray]:
         """The flat vector cut back into one array per population."""
-        return np.split(flat, self.starts[1:])
+        return [flat[a:b] for a, b in self._bounds]
 
     def expand(self, mixtures: Sequence[np.ndarray]) -> tuple[np.ndarray, ...]:
         """One mixture per player of the original game (the symmetric one is repeated)."""
