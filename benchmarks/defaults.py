@@ -34,6 +34,19 @@ steps per best response, ``init: newest_weights``, dqn's opponent exploration 0.
 - user_game (Nim 11): dqn win 1.000 / 0.968, ppo 1.000 / 0.952 (perfect 1.000 / 0.963)
   -- met.
 
+ppo, 2026-11-24, after its warm start (a best response from the newest weights gets a
+fresh actor output layer; seed 0, machine shared with another run):
+
+- kuhn: NashConv 0.0013 (first <= 0.1 at iteration 6) -- met (was 0.061);
+- leduc: <= 1.0 first at iteration 26 after 122 s wall (1.05M env steps) -- met (before:
+  never within 30 minutes: 1.04 at best, at iteration 147 and 585 s, then 1.1-1.3; its
+  best responses' policy entropy had fallen to ~1e-4; ``init: fresh``: 1.53 at best
+  through 285 s);
+- tictactoe: 0.059 / 0.382 -- not met (was 0.137 / 0.384);
+- user_game: win 1.000 / 0.967 (perfect 1.000 / 0.963) -- met;
+- connect_four dqn with 100,000 env steps per best response: 0.166 / 0.243, no better
+  than 20,000 (its meta-strategy's policies each lose 12-34% against random).
+
 Before (``init: fresh``, no opponent exploration): kuhn dqn 0.0, ppo 0.0002; leduc dqn
 <= 1.0 at iteration 45 (400 s, under heavier load); tictactoe dqn 0.019 / 0.240, ppo
 0.088 / 0.498; connect_four dqn 0.048 / 0.219. The tic-tac-toe variants measured on the

@@ -48,12 +48,17 @@ class AgentInterface:
         """The population's first policy (PSRO iteration 0)."""
         return self.algorithm.initial_policy(space=self.space, seed=seed)
 
-    def new_learner(self, *, seed: int, weights: Weights | None = None) -> tuple[Policy, Trainer | None]:
+    def new_learner(self, *, seed: int, weights: Weights | None = None,
+                    warm_start: bool = False) -> tuple[Policy, Trainer | None]:
         """A learning policy (with ``weights``, else fresh from ``seed``) and its trainer
-        (None for an algorithm that does not learn)."""
+        (None for an algorithm that does not learn). ``warm_start``: ``weights`` are
+        another policy's, which this new learner starts from
+        (:meth:`~popmarl.algorithm.Algorithm.warm_start`)."""
         policy = self.make_policy(seed=seed)
         if weights is not None:
             policy.set_weights(weights)
+            if warm_start:
+                self.algorithm.warm_start(policy, seed=seed)
         return policy, self.algorithm.make_trainer(policy=policy, space=self.space, seed=seed)
 
     def best_response(self, opponents: MixedProfile, *, seed: int,

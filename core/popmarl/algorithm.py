@@ -89,6 +89,11 @@ class Algorithm(Component):
         """The trainer that improves ``policy``; ``None`` (the default): no training."""
         return None
 
+    def warm_start(self, policy: Policy, *, seed: int) -> None:
+        """Prepare ``policy``, a new learner that starts from another policy's weights
+        (``training.init: newest_weights``), before its trainer is made: e.g. restore the
+        exploration that training took out of those weights. Nothing by default."""
+
 
 def seed_rng(seed: int) -> np.random.Generator:
     """The generator every component derives from an integer seed."""

@@ -71,3 +71,28 @@ def test_opponent_exploration_defaults_to_the_algorithms_and_the_config_override
     # Rock against the initial policy's rock: all draws, unless the opponent's moves are random.
     assert first_return(opponent_epsilon=0.0) == 0.0
     assert first_return() != 0.0
+
+
+class WarmStarted(ScheduleAlgorithm):
+    """The schedule learner, noting the policies its new learners warm-start from."""
+
+    warm: list[np.ndarray] = []
+
+    def warm_start(self, policy: Any, *, seed: int) -> None:
+        WarmStarted.warm.append(policy.probs.copy())
+
+
+@pytest.mark.parametrize(("init", "warm_starts"), [("newest_weights", 4), ("fresh", 0), ("previous", 0)])
+def test_only_learners_started_from_newest_weights_are_warm_started(
+        tmp_path: Path, runner_in: Any, monkeypatch: pytest.MonkeyPatch, init: str, warm_starts: int) -> None:
+    monkeypatch.setattr(popmarl, "algorithms", popmarl.algorithms.with_component("schedule", WarmStarted))
+    monkeypatch.setattr(WarmStarted, "warm", [])
+    runner_in(tmp_path, init, algorithm={"name": "schedule", "params": {"schedule": [0, 1, 2]}},
+              solver="latest", stopping={"max_iterations": 3},
+              training={"max_env_steps": None, "max_episodes": 4, "episodes_per_update": 4, "init": init,
+                        "opponent_epsilon": 0.0})
+    # Both populations' learners of iterations 2 and 3, from their newest policy (paper
+    # after iteration 1); none in iteration 1, which starts fresh.
+    assert len(WarmStarted.warm) == warm_starts
+    if warm_starts:
+        np.testing.assert_array_equal(WarmStarted.warm[0], PAPER)

@@ -369,3 +369,36 @@ def test_dqn_bootstraps_truncated_episodes_from_the_cut_observation():
     returns = trainer.algorithm._preprocess_batch(buffer[indices], buffer, indices).returns.numpy().reshape(-1)
     assert buffer.obs_next.mask[3].all()
     assert returns[3] == pytest.approx(1.0 + 0.9 * float(q_cut.max()), rel=1e-5)
+
+
+@pytest.mark.parametrize("name", ACTOR_CRITIC)
+def test_a_warm_started_actor_keeps_its_features_and_explores_again(name):
+    """A new best response started from a near-deterministic policy gets a fresh output
+    layer: near-uniform probabilities over the legal actions, the hidden layers kept."""
+    algo = algorithm(name)
+    trained = algo.make_policy(space=DISCRETE, seed=0)
+    with torch.no_grad():
+        trained.actor.net[-1].weight.mul_(1000.0)  # near-deterministic, as after long training
+        trained.actor.net[-1].bias.copy_(30.0 * torch.arange(6.0))
+    batch = masked_batch(rows=200)
+    legal = batch.mask.sum(axis=1)
+    assert trained.probabilities(batch).max(axis=1).mean() > 0.9
+    policy = algo.make_policy(space=DISCRETE, seed=5)
+    policy.set_weights(trained.get_weights())
+    algo.warm_start(policy, seed=5)
+    probs = policy.probabilities(batch)
+    np.testing.assert_allclose(probs.max(axis=1), 1.0 / legal, rtol=0.05)
+    assert np.all(probs[~batch.mask] == 0.0)
+    for layer in (0, 2):
+        torch.testing.assert_close(policy.actor.net[layer].weight, trained.actor.net[layer].weight)
+
+
+def test_a_warm_started_gaussian_actor_gets_its_initial_standard_deviation():
+    algo = algorithm("ppo", log_std_init=-0.5)
+    trained = algo.make_policy(space=BOX_SPACE, seed=0)
+    with torch.no_grad():
+        trained.actor.log_std.fill_(-4.0)
+    policy = algo.make_policy(space=BOX_SPACE, seed=1)
+    policy.set_weights(trained.get_weights())
+    algo.warm_start(policy, seed=1)
+    torch.testing.assert_close(policy.actor.log_std, torch.full_like(policy.actor.log_std, -0.5))

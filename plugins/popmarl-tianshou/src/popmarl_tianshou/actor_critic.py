@@ -134,6 +134,20 @@ class ActorCriticAlgorithm(OnDevice, Algorithm):
     def initial_policy(self, *, space: PolicySpace, seed: int) -> ActorPolicy:
         return uniform_initial(self.make_policy(space=space, seed=seed))
 
+    def warm_start(self, policy: Policy, *, seed: int) -> None:
+        """Give the actor a fresh policy's output layer (and log standard deviation):
+        near-uniform action probabilities over the learned features. A best response
+        that started from its population's newest, near-deterministic policy explored
+        too little to learn anything new (PPO's entropy ~1e-4 on Leduc)."""
+        if not isinstance(policy, CategoricalPolicy | GaussianPolicy):
+            return
+        fresh = self.make_policy(space=policy.space, seed=seed)
+        with torch.no_grad():
+            for target, source in zip(policy.actor.net[-1].parameters(), fresh.actor.net[-1].parameters(), strict=True):
+                target.copy_(source)
+            if isinstance(policy, GaussianPolicy) and isinstance(fresh, GaussianPolicy):
+                policy.actor.log_std.copy_(fresh.actor.log_std)
+
     def make_trainer(self, *, policy: Policy, space: PolicySpace, seed: int) -> OnPolicyTrainer:
         if not isinstance(policy, CategoricalPolicy | GaussianPolicy):
             raise TypeError(f"{type(self).__name__} trains an actor policy, got {type(policy).__name__}")
