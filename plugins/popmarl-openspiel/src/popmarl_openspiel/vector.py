@@ -2,11 +2,10 @@
 
 Each call advances every game by one decision (or one joint decision at a
 simultaneous-move node): actions are applied, chance nodes are sampled from their
-outcome distributions, finished games are reset at once (until
-``stop_restarts``). Per step the only Python
-objects are pyspiel's states and strings; observations are written through OpenSpiel's
-C++ observer into numpy where that matches the state's own tensor, and every batch is
-built with one array per player.
+outcome distributions, finished games are reset at once (until ``stop_restarts``). Per
+step the only Python objects are pyspiel's states and strings; observations are written
+through OpenSpiel's C++ observer into numpy where that matches the state's own tensor,
+and every batch is built with one array per player.
 """
 
 from __future__ import annotations
