@@ -57,7 +57,7 @@ class Learners:
         if init.kind in ("fresh", "from"):
             weights = policy_of(init.policy_id).get_weights() if init.policy_id is not None else None
             agent = self.agents[spec.population]
-            policy, trainer = agent.new_learner(seed=spec.seed, weights=weights, warm_start=weights is not None)
+            policy, trainer = agent.new_learner(seed=spec.seed, weights=weights, warm_start=init.kind == "from")
             fresh = self.held[spec.key] = Learner(key=spec.key, agent=agent, policy=policy, trainer=trainer,
                                                   seed=spec.seed)
             return fresh
