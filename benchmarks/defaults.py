@@ -47,6 +47,21 @@ fresh actor output layer; seed 0, machine shared with another run):
 - connect_four dqn with 100,000 env steps per best response: 0.166 / 0.243, no better
   than 20,000 (its meta-strategy's policies each lose 12-34% against random).
 
+2026-11-25: ppo takes 10 epochs per update (was 4) and asks for opponent exploration 0.3
+like dqn, and no algorithm gets opponent exploration in a game with chance
+(``Env.has_chance``: Kuhn, Leduc); seed 0, machine shared with another job:
+
+- kuhn: dqn 0.0 (first <= 0.1 at iteration 6); ppo 0.0004 (iteration 6) -- met (with
+  opponent exploration 0.3, ppo ended at 0.080, seeds 1 and 2 at 0.055 and 0.017);
+- leduc: dqn <= 1.0 first at iteration 31 after 124 s (1.25M env steps; with exploration
+  0.3: iteration 45, 264 s); ppo iteration 32, 117 s (1.29M; with 0.3: 52, 372 s) -- met;
+- tictactoe: ppo 0.016 / 0.069; seeds 1 and 2: 0.019 / 0.105 and 0.007 / 0.126 -- not
+  met (4 epochs with exploration: 0.018-0.042 / 0.235-0.272 over seeds 0-2; 10 epochs
+  without: 0.052 / 0.379); variants at seed 0: 40,000 env steps per best response 0.007 /
+  0.050 (109 s), exploration 0.5 0.010 / 0.088, minibatch 64 0.020 / 0.102, whole-batch
+  minibatches 0.011 / 0.057, 6 epochs 0.026 / 0.180;
+- user_game: ppo win 1.000 / 0.961 (perfect 1.000 / 0.963) -- met.
+
 Before (``init: fresh``, no opponent exploration): kuhn dqn 0.0, ppo 0.0002; leduc dqn
 <= 1.0 at iteration 45 (400 s, under heavier load); tictactoe dqn 0.019 / 0.240, ppo
 0.088 / 0.498; connect_four dqn 0.048 / 0.219. The tic-tac-toe variants measured on the

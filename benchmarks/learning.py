@@ -120,10 +120,12 @@ class Setting:
                          "algorithm": {"name": self.algorithm, "params": dict(self.params)}}, source="benchmark")
 
 
-def default_budget(config: Any, steps: int, algorithm: Any) -> Any:
+def default_budget(config: Any, steps: int, algorithm: Any, env: Any) -> Any:
     """The ``TrainBudget`` a ``psro`` run builds from ``config.training`` for a learner of
-    ``algorithm``, capped at ``steps``."""
-    return attrs.evolve(config.training.budget(algorithm.opponent_epsilon), max_env_steps=steps)
+    ``algorithm`` on ``env``, capped at ``steps``."""
+    from popmarl.algorithm import opponent_exploration
+
+    return attrs.evolve(config.training.budget(opponent_exploration(algorithm, env)), max_env_steps=steps)
 
 
 def popmarl_train(setting: Setting, steps: int, profile: bool) -> dict[str, Any]:
@@ -158,7 +160,7 @@ def popmarl_train(setting: Setting, steps: int, profile: bool) -> dict[str, Any]
                           iteration=1)
         return TrainTask(learners=(LearnerSpec(key=key, population=learner, seats=mapping.agents_of(learner),
                                                one_seat=True, seed=seed, snapshot=spec),),
-                         seed=seed, opponents=opponents, budget=default_budget(config, budget_steps, algorithms[learner]))
+                         seed=seed, opponents=opponents, budget=default_budget(config, budget_steps, algorithms[learner], env))
 
     executor.train(task("warm-up", min(2_000, steps), 1))  # first calls, lazy imports
     profiler = cProfile.Profile() if profile else None
@@ -181,7 +183,9 @@ def popmarl_train(setting: Setting, steps: int, profile: bool) -> dict[str, Any]
         out["learning_starts"] = algorithm_config.learning_starts
     if profiler:
         text = io.StringIO()
-        pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(25)
+        stats = pstats.Stats(profiler, stream=text)
+        stats.sort_stats("cumulative").print_stats(30)
+        stats.sort_stats("tottime").print_stats(15)
         out["profile"] = text.getvalue()
     return out
 
@@ -364,7 +368,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--games", nargs="+", default=list(GAMES), choices=list(GAMES))
     parser.add_argument("--steps", type=int, default=50_000, help="env steps per measurement (default 50000)")
     parser.add_argument("--device", default=None, help="passed as the algorithms' device param when given")
-    parser.add_argument("--profile", action="store_true", help="cProfile each popmarl train loop (top 25 by tottime)")
+    parser.add_argument("--profile", action="store_true", help="cProfile each popmarl train loop (top 30 by cumulative time, then top 15 by own time)")
     parser.add_argument("--algorithm-param", action="append", default=[], metavar="K=V",
                         help="algorithm param for every algorithm (YAML value); repeatable")
     parser.add_argument("--no-tianshou", action="store_true", help="skip Tianshou's pipeline")
@@ -393,7 +397,7 @@ def main(argv: list[str] | None = None) -> None:
                 parser.error(str(exc))
             profile = row.pop("profile", None)
             if profile:
-                print(f"== profile: {name} on {game} (popmarl train loop, top 25 by tottime)")
+                print(f"== profile: {name} on {game} (popmarl train loop, top 30 by cumulative time, then top 15 by own time)")
                 print(profile)
             results.setdefault(name, {})[game] = row
     print_table(results)

@@ -98,3 +98,11 @@ class Algorithm(Component):
 def seed_rng(seed: int) -> np.random.Generator:
     """The generator every component derives from an integer seed."""
     return np.random.default_rng(seed)
+
+
+def opponent_exploration(algorithm: Algorithm, env: Env) -> float:
+    """The opponent exploration a ``psro`` best response of ``algorithm`` trains against on
+    ``env`` when ``training.opponent_epsilon`` is unset: the algorithm's own
+    (:attr:`Algorithm.opponent_epsilon`), or none where chance takes part in play
+    (:attr:`popmarl.env.Env.has_chance`)."""
+    return 0.0 if env.has_chance else algorithm.opponent_epsilon

@@ -59,10 +59,11 @@ class TrainingConfig:
     trainer's state), and how it plays (``opponent_epsilon``, ``self_play``).
 
     The defaults (20,000 env steps, ``newest_weights``, ``opponent_epsilon`` from the
-    algorithm: 0.3 for dqn, 0 for ppo and a2c) are what measured best across poker and
-    board games (``benchmarks/defaults.py``): a new best response keeps what the
-    population's newest policy learned, and a value learner's opponents sometimes move at
-    random, so that it meets positions their policies never reach."""
+    algorithm: 0.3 for dqn and ppo, 0 for a2c; 0 in games with chance) are what measured
+    best across poker and board games (``benchmarks/defaults.py``): a new best response
+    keeps what the population's newest policy learned, and in a game without chance its
+    opponents sometimes move at random, so that it meets positions their policies never
+    reach."""
 
     max_env_steps: int | None = attrs.field(default=20_000, validator=optional(at_least_one))
     min_env_steps: int | None = attrs.field(default=None, validator=optional(at_least_one))

@@ -95,6 +95,13 @@ class Env(Component):
     #: Whether the game is two-player zero-sum (then exploitability = NashConv / 2).
     zero_sum: bool = False
 
+    #: Whether chance takes part in play (dealt cards, dice, random starts). A ``psro``
+    #: best response then gets no opponent exploration unless ``training`` sets one:
+    #: chance already spreads play over the game's positions, and random opponent moves
+    #: only bias the answer (measured on Kuhn and Leduc poker). Envs that cannot tell
+    #: leave it False, the deterministic board game's setting.
+    has_chance: bool = False
+
     def export_policy(self, profile: MixedProfile, directory: Path) -> list[str]:
         """Write env-specific files describing the final meta-strategy (e.g. OpenSpiel's
         ``final_policy.json``) into the run directory; return their names. Envs with no

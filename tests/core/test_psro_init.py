@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import popmarl
+from popmarl.builtin.matrix_env import MatrixEnv
 from core_helpers import read_metrics, read_npz
 from learning_schedule import ScheduleAlgorithm
 
@@ -56,12 +57,13 @@ class RandomOpponents(ScheduleAlgorithm):
     opponent_epsilon = 1.0
 
 
-def test_opponent_exploration_defaults_to_the_algorithms_and_the_config_overrides_it(
+def test_opponent_exploration_defaults_to_the_algorithms_unless_chance_plays_and_the_config_overrides_it(
         tmp_path: Path, runner_in: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(popmarl, "algorithms", popmarl.algorithms.with_component("schedule", RandomOpponents))
+    runs = iter(range(100))
 
     def first_return(**training: Any) -> float:
-        name = f"run{len(training)}"
+        name = f"run{next(runs)}"
         runner_in(tmp_path, name, algorithm={"name": "schedule", "params": {"schedule": [0, 0, 0]}},
                   stopping={"max_iterations": 1},
                   training={"max_env_steps": None, "max_episodes": 64, "episodes_per_update": 64, "window": 64,
@@ -71,6 +73,11 @@ def test_opponent_exploration_defaults_to_the_algorithms_and_the_config_override
     # Rock against the initial policy's rock: all draws, unless the opponent's moves are random.
     assert first_return(opponent_epsilon=0.0) == 0.0
     assert first_return() != 0.0
+
+    # In a game with chance the algorithm's own exploration is not applied; the config's is.
+    monkeypatch.setattr(MatrixEnv, "has_chance", True)
+    assert first_return() == 0.0
+    assert first_return(opponent_epsilon=1.0) != 0.0
 
 
 class WarmStarted(ScheduleAlgorithm):

@@ -24,6 +24,7 @@ import attrs
 import numpy as np
 
 from popmarl.agent import AgentInterface
+from popmarl.algorithm import opponent_exploration
 from popmarl.config import RunConfig
 from popmarl.env import ExactEnv, MixedProfile
 from popmarl.errors import ConfigError
@@ -213,7 +214,7 @@ class PSRO(IterativeScenario):
     def _train_tasks(self, state: PSROState, iteration: int) -> list[TrainTask]:
         """One task per population: its learner best-responds, in its seats, to the
         meta-strategy of every seat, with its algorithm's opponent exploration unless the
-        config sets one; it starts as ``training.init`` says (see :meth:`_init`). With a
+        config sets one or the game has chance (:attr:`popmarl.env.Env.has_chance`); it starts as ``training.init`` says (see :meth:`_init`). With a
         joint meta-strategy, one per population and recommendation (:meth:`_joint_opponents`)."""
         ctx = self.ctx
         training = ctx.config.training
@@ -226,7 +227,7 @@ class PSRO(IterativeScenario):
         from_newest = training.init == "newest_weights"
         tasks = []
         for k, population in enumerate(ctx.mapping.populations):
-            budget = training.budget(ctx.agents[population].algorithm.opponent_epsilon)
+            budget = training.budget(opponent_exploration(ctx.agents[population].algorithm, ctx.env))
             seat = ctx.env.agents.index(ctx.mapping.agents_of(population)[0])
             jobs = [(opponents, None)] if state.joint is None else [((), j) for j in self._joint_opponents(state, seat)]
             for j, (seats, joint) in enumerate(jobs):

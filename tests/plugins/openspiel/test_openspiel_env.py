@@ -63,14 +63,15 @@ def test_cli_reports_a_bad_game_in_one_line(run_cli, write_config):
     assert "Traceback" not in result.stderr
 
 
-@pytest.mark.parametrize(("game", "zero_sum", "players"), [
-    ("kuhn_poker", True, 2), ("leduc_poker", True, 2), ("kuhn_poker(players=3)", False, 3),
-    ("tiny_hanabi", False, 2), ("matrix_pd", False, 2), ("goofspiel(num_cards=3)", True, 2),
+@pytest.mark.parametrize(("game", "zero_sum", "players", "chance"), [
+    ("kuhn_poker", True, 2, True), ("leduc_poker", True, 2, True), ("kuhn_poker(players=3)", False, 3, True),
+    ("tiny_hanabi", False, 2, True), ("matrix_pd", False, 2, False), ("goofspiel(num_cards=3)", True, 2, True),
 ])
-def test_agents_spaces_and_zero_sum(make_env, game, zero_sum, players):
+def test_agents_spaces_zero_sum_and_chance(make_env, game, zero_sum, players, chance):
     env = make_env(game)
     assert env.agents == tuple(f"player_{p}" for p in range(players))
     assert env.zero_sum is zero_sum
+    assert env.has_chance is chance
     assert env.action_space("player_0").n == env.spiel.game.num_distinct_actions()
     assert env.observation_space("player_0").shape == (env.spiel.game.information_state_tensor_size(),)
 

@@ -64,6 +64,7 @@ class OpenSpielEnv(ExactEnv):
         self.spiel = SpielGame.load(config.game, config.game_params, config.observation)
         self._agents = tuple(self.spiel.agent(p) for p in range(self.spiel.num_players))
         self.zero_sum = self.spiel.zero_sum
+        self.has_chance = self.spiel.has_chance
         self._exact: ExactGame | None = None
         self._exact_problem: str | None = None
         self._fill: TensorFill | None = None

@@ -154,6 +154,11 @@ class SpielGame:
         return bool(self.type.dynamics == pyspiel.GameType.Dynamics.SIMULTANEOUS)
 
     @property
+    def has_chance(self) -> bool:
+        """Whether chance nodes take part in play (explicit or sampled)."""
+        return self.type.chance_mode != pyspiel.GameType.ChanceMode.DETERMINISTIC
+
+    @property
     def zero_sum(self) -> bool:
         """Two-player zero-sum or constant-sum (then exploitability is NashConv / 2)."""
         utility = self.type.utility

@@ -209,7 +209,8 @@ class DQN(OnDevice, Algorithm):
     #: As a PSRO best response, opponents move at random 30% of the time unless
     #: training.opponent_epsilon says otherwise: Q-learning only learns the positions it
     #: meets, and deterministic opponents show it few (tic-tac-toe against random lost
-    #: 12-24% of second-seat games without, 1.2% with; poker best responses unchanged).
+    #: 12-24% of second-seat games without, 1.2% with). None in games with chance
+    #: (popmarl.algorithm.opponent_exploration).
     opponent_epsilon = 0.3
     Config = DQNConfig
     config: DQNConfig
