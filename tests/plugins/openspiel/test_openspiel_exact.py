@@ -155,3 +155,29 @@ def test_exact_limit_turns_exact_evaluation_off(make_env):
     problem = popmarl.BestResponseProblem(env=env, space=space, opponents={}, seed=0)
     with pytest.raises(ConfigError, match="exact_limit"):
         ExactBestResponse().best_response(problem)
+
+
+@pytest.mark.parametrize("game", ["kuhn_poker(players=3)", "leduc_poker"])
+def test_correlated_best_response_equals_openspiel_cce_dist(make_env, game):
+    """The sequence-form best response to a correlation device: OpenSpiel's ``cce_dist``
+    value for every player, and its actions achieve that value."""
+    env = make_env(game)
+    rng = np.random.default_rng(4)
+    n, tree = len(env.agents), env.exact.tree
+    pools = [[random_tabular(env, rng, [p]) for _ in range(3)] for p in range(n)]
+    device = [({a: pools[p][rng.integers(3)] for p, a in enumerate(env.agents)}, q)
+              for q in rng.dirichlet(np.ones(5))]
+    for player in range(n):
+        table, value = env.exact.correlated_best_response(player, device)
+        spiel_device = []
+        for profile, q in device:
+            merged = {}
+            for p, agent in enumerate(env.agents):
+                merged.update(env.exact.oracle.action_lists(p, env.exact.table(profile[agent], p)))
+            spiel_device.append((q, pyspiel.TabularPolicy(merged)))
+        info = pyspiel.cce_dist(env.spiel.game, spiel_device, player, prob_cut_threshold=0.0,
+                                action_value_tolerance=-1.0)
+        assert value == pytest.approx(info.best_response_values[0], abs=1e-10)
+        response = TabularPolicy.from_tables(tree.num_actions, {player: (tree.players[player].keys, table)})
+        achieved = env.exact_returns([{**profile, env.agents[player]: response} for profile, _ in device])
+        assert float(np.dot([q for _, q in device], achieved[:, player])) == pytest.approx(value, abs=1e-10)

@@ -16,7 +16,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
-import pyspiel
 
 from popmarl.env import CorrelatedProfile, MixedProfile, Profile
 from popmarl.errors import ConfigError
@@ -25,6 +24,7 @@ from popmarl_openspiel.aggregate import mixture_plan, policy_table
 from popmarl_openspiel.exploitability import Implementation, SpielOracle
 from popmarl_openspiel.game import SpielGame
 from popmarl_openspiel.sequence_form import SequenceForm, behaviour, realization_plan
+from popmarl_openspiel.sequence_form import best_response as sequence_best_response
 from popmarl_openspiel.tree import GameTree
 
 #: Terminal histories times profiles above which n-player returns are computed in chunks.
@@ -118,36 +118,32 @@ class ExactGame:
     def correlated_best_response(self, player: int, profiles: CorrelatedProfile) -> tuple[np.ndarray, float]:
         """``player``'s deterministic best response ``[n_info_states, A]`` (one-hot) to the
         other players' policies drawn together from ``profiles`` (a correlation device),
-        and its value: OpenSpiel's ``cce_dist``, as its ``jpsro.py`` computes them."""
+        and its value — what OpenSpiel's ``cce_dist`` gives ``jpsro.py``, in the sequence
+        form: each terminal history weighted by chance and the device's mixture of the
+        others' reach (``cce_dist`` ran out of memory on 3-player Leduc)."""
         if self.spiel.simultaneous:
             raise ConfigError(f"openspiel: correlated best responses need a turn-based game; {self.spiel.name} "
                               "has simultaneous moves")
-        legal = self.tree.players[player].mask
-        own = legal / legal.sum(axis=1, keepdims=True)  # read, then ignored, by the responder
         others = [p for p in range(len(self.agents)) if p != player]
-        tables = [([self.table(profile[self.agents[p]], p) for p in others], float(q)) for profile, q in profiles]
+        device = [([self.plan(profile[self.agents[p]], p) for p in others], float(q)) for profile, q in profiles]
         digest = hashlib.sha1(repr(player).encode())
-        for rows, q in tables:
+        for plans, q in device:
             digest.update(repr(q).encode())
-            for table in rows:
-                digest.update(np.ascontiguousarray(table).tobytes())
+            for plan in plans:
+                digest.update(np.ascontiguousarray(plan).tobytes())
         key = digest.digest()
         if key in self._correlated:  # PSRO asks twice: the gap after a solve, the oracle next iteration
             self._correlated.move_to_end(key)
             return self._correlated[key]
-        device = []
-        for rows, probability in tables:
-            merged = self.oracle.action_lists(player, own)
-            for p, table in zip(others, rows, strict=True):
-                merged.update(self.oracle.action_lists(p, table))
-            device.append((probability, pyspiel.TabularPolicy(merged)))
-        info = pyspiel.cce_dist(self.spiel.game, device, player, prob_cut_threshold=0.0, action_value_tolerance=-1.0)
-        chosen = info.best_response_policies[0].policy_table()
-        keys = self.tree.players[player].keys
-        actions = np.array([max(chosen[key], key=lambda pair: pair[1])[0] if key in chosen else -1 for key in keys])
-        missing = actions < 0
-        actions[missing] = legal[missing].argmax(axis=1)
-        self._correlated[key] = (np.eye(self.tree.num_actions)[actions], float(info.best_response_values[0]))
+        seqs = self.tree.terminal_seq
+        reach = np.zeros(seqs.shape[0])
+        for plans, q in device:
+            term = np.full(seqs.shape[0], q)
+            for p, plan in zip(others, plans, strict=True):
+                term *= plan[seqs[:, p]]
+            reach += term
+        actions, value = sequence_best_response(self.tree, player, reach * self.tree.terminal_chance)
+        self._correlated[key] = (np.eye(self.tree.num_actions)[actions], value)
         if len(self._correlated) > _CORRELATED_MEMO:
             self._correlated.popitem(last=False)
         return self._correlated[key]

@@ -74,3 +74,22 @@ class SequenceForm:
         for p, plan in enumerate(plans):
             reach *= plan[self.tree.terminal_seq[:, p]][:, index[:, p]]
         return np.asarray(reach.T @ self.weights)
+
+
+def best_response(tree: GameTree, player: int, weights: np.ndarray) -> tuple[np.ndarray, float]:
+    """``player``'s deterministic best response — one action per information state, tree
+    order — and its value, when terminal history ``z`` is reached with weight
+    ``weights[z]`` by chance and everyone else (``[Z]``; any mixture or correlation of
+    the others' plans): bottom-up over the player's own sequences, the best action's
+    value added to its parent sequence. Unreached states get their first legal action."""
+    infostates, actions_per = tree.players[player], tree.num_actions
+    values = np.bincount(tree.terminal_seq[:, player], weights=weights * tree.terminal_utility[:, player],
+                         minlength=tree.num_sequences(player))
+    table = values[1:].reshape(len(infostates), actions_per)  # a view: children fill it
+    actions = np.zeros(len(infostates), dtype=np.int64)
+    for level in reversed(infostates.levels):
+        legal = np.where(infostates.mask[level], table[level], -np.inf)
+        best = legal.argmax(axis=1)
+        actions[level] = best
+        np.add.at(values, infostates.parent[level], legal[np.arange(len(level)), best])
+    return actions, float(values[0])
