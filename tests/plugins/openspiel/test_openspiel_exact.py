@@ -181,3 +181,21 @@ def test_correlated_best_response_equals_openspiel_cce_dist(make_env, game):
         response = TabularPolicy.from_tables(tree.num_actions, {player: (tree.players[player].keys, table)})
         achieved = env.exact_returns([{**profile, env.agents[player]: response} for profile, _ in device])
         assert float(np.dot([q for _, q in device], achieved[:, player])) == pytest.approx(value, abs=1e-10)
+
+
+@pytest.mark.parametrize(("game", "pool"), [("kuhn_poker(players=3)", 3), ("kuhn_poker(players=4)", 2)])
+def test_every_n_player_profile_of_pools_equals_openspiel_policy_value(make_env, game, pool):
+    """All profiles of per-seat pools (several share each seat's policy, as a PSRO
+    payoff table's new entries do): the folded sequence form against OpenSpiel."""
+    env = make_env(game)
+    rng = np.random.default_rng(5)
+    n = len(env.agents)
+    pools = [[random_tabular(env, rng, [p]) for _ in range(pool)] for p in range(n)]
+    combos = list(np.ndindex(*(pool,) * n))
+    rng.shuffle(combos)
+    profiles = [{a: pools[p][c[p]] for p, a in enumerate(env.agents)} for c in combos]
+    exact = env.exact_returns(profiles)
+    root = env.spiel.game.new_initial_state()
+    for profile, values in zip(profiles, exact):
+        view = SpielView(env, {p: profile[a] for p, a in enumerate(env.agents)})
+        np.testing.assert_allclose(values, expected_game_score.policy_value(root, [view] * n), atol=1e-12)

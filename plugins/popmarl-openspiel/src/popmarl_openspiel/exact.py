@@ -27,8 +27,6 @@ from popmarl_openspiel.sequence_form import SequenceForm, behaviour, realization
 from popmarl_openspiel.sequence_form import best_response as sequence_best_response
 from popmarl_openspiel.tree import GameTree
 
-#: Terminal histories times profiles above which n-player returns are computed in chunks.
-_CHUNK = 4_000_000
 #: Correlated best responses remembered (as :data:`popmarl_openspiel.exploitability._MEMO`).
 _CORRELATED_MEMO = 64
 
@@ -88,11 +86,7 @@ class ExactGame:
                     col = columns[p][id(policy)] = len(plans[p])
                     plans[p].append(self.plan(policy, p))
                 index[b, p] = col
-        stacked = [np.stack(cols, axis=1) for cols in plans]
-        if n == 2:
-            return self.form.returns(stacked, index)
-        chunk = max(1, _CHUNK // max(1, len(self.tree.terminal_chance)))
-        return np.concatenate([self.form.returns(stacked, index[i:i + chunk]) for i in range(0, len(index), chunk)])
+        return self.form.returns([np.stack(cols, axis=1) for cols in plans], index)
 
     # -- mixtures -----------------------------------------------------------------------
     def mixture_plan(self, mixture: Sequence[tuple[Policy, float]], player: int) -> np.ndarray:

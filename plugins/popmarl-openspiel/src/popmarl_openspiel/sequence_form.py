@@ -41,7 +41,8 @@ class SequenceForm:
     """Expected returns of many profiles from realization plans.
 
     Two players: one sparse matrix per player's utility, ``[S_0, S_1]``; more: the
-    terminal histories' weights ``c(z) u(z)`` contracted with gathered plan entries.
+    same for two of them, with the other players' plans folded into the terminal
+    histories' weights ``c(z) u(z)``.
     """
 
     def __init__(self, tree: GameTree) -> None:
@@ -50,6 +51,7 @@ class SequenceForm:
         weights = tree.terminal_chance[:, None] * tree.terminal_utility  # [Z, n]
         self.weights = weights
         self.matrices: tuple[sp.csr_matrix, ...] = ()
+        self._pairs: dict[tuple[int, int], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         if self.n == 2:
             shape = (tree.num_sequences(0), tree.num_sequences(1))
             rows, cols = tree.terminal_seq[:, 0], tree.terminal_seq[:, 1]
@@ -70,10 +72,47 @@ class SequenceForm:
         if self.n == 2:
             values = self.block(plans)
             return values[:, index[:, 0], index[:, 1]].T
-        reach = np.ones((self.weights.shape[0], len(index)))
-        for p, plan in enumerate(plans):
-            reach *= plan[self.tree.terminal_seq[:, p]][:, index[:, p]]
-        return np.asarray(reach.T @ self.weights)
+        return self._folded_returns(plans, index)
+
+    def _folded_returns(self, plans: Sequence[np.ndarray], index: np.ndarray) -> np.ndarray:
+        """More than two players: the two players with the most distinct columns in
+        ``index`` stay a sparse bilinear form; the others' plans are folded into the
+        terminal weights, once per distinct combination of their columns. A group costs
+        a few passes over the terminals, not one per profile (3-player Leduc, 469 new
+        entries: ~25 s per profile-wise pass before)."""
+        seqs = self.tree.terminal_seq
+        distinct = [len(np.unique(index[:, p])) for p in range(self.n)]
+        a, b = sorted(sorted(range(self.n), key=lambda p: -distinct[p])[:2])
+        folded = [p for p in range(self.n) if p not in (a, b)]
+        order, indices, indptr = self._pair_structure(a, b)
+        shape = (self.tree.num_sequences(a), self.tree.num_sequences(b))
+        out = np.zeros((len(index), self.n))
+        groups, inverse = np.unique(index[:, folded], axis=0, return_inverse=True)
+        for g, columns in enumerate(groups):
+            rows = np.flatnonzero(inverse.ravel() == g)
+            reach = np.ones(len(order))
+            for p, col in zip(folded, columns, strict=True):
+                reach *= plans[p][seqs[order, p], col]
+            cols_a, at_a = np.unique(index[rows, a], return_inverse=True)
+            cols_b, at_b = np.unique(index[rows, b], return_inverse=True)
+            x, y = plans[a][:, cols_a], plans[b][:, cols_b]
+            for k in range(self.n):
+                matrix = sp.csr_matrix((reach * self.weights[order, k], indices, indptr), shape=shape)
+                out[rows, k] = np.asarray(x.T @ (matrix @ y))[at_a.ravel(), at_b.ravel()]
+        return out
+
+    def _pair_structure(self, a: int, b: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The terminals sorted by (player ``a``'s, player ``b``'s) sequence, as a CSR
+        structure (``order``, column ``indices``, ``indptr``) the folded weights fill;
+        built once per pair."""
+        cached = self._pairs.get((a, b))
+        if cached is None:
+            seqs = self.tree.terminal_seq
+            order = np.lexsort((seqs[:, b], seqs[:, a]))
+            counts = np.bincount(seqs[order, a], minlength=self.tree.num_sequences(a))
+            indptr = np.concatenate([[0], np.cumsum(counts)])
+            cached = self._pairs[(a, b)] = (order, seqs[order, b], indptr)
+        return cached
 
 
 def best_response(tree: GameTree, player: int, weights: np.ndarray) -> tuple[np.ndarray, float]:
