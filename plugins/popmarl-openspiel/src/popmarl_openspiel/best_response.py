@@ -22,9 +22,11 @@ from popmarl_openspiel.tabular import TabularPolicy, player_of
 
 @attrs.frozen(kw_only=True)
 class ExactBRConfig:
-    """``implementation``: OpenSpiel's C++ ``TabularBestResponse`` (``cpp``), its Python
-    ``BestResponsePolicy`` (``python``), or ``auto``: C++ for turn-based games, Python
-    for simultaneous-move ones (which the C++ one does not walk)."""
+    """``implementation``: ``auto`` or ``sequence``, a bottom-up pass over the game's
+    sequence form (the same values as OpenSpiel's responders, 100-300x faster: 45 ms
+    against 8-17 s per best response on 3-player Leduc); or OpenSpiel's C++
+    ``TabularBestResponse`` (``cpp``, turn-based games) or Python ``BestResponsePolicy``
+    (``python``)."""
 
     implementation: Implementation = "auto"
 
