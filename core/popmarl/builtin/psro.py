@@ -214,8 +214,9 @@ class PSRO(IterativeScenario):
     def _train_tasks(self, state: PSROState, iteration: int) -> list[TrainTask]:
         """One task per population: its learner best-responds, in its seats, to the
         meta-strategy of every seat, with its algorithm's opponent exploration unless the
-        config sets one or the game has chance (:attr:`popmarl.env.Env.has_chance`); it starts as ``training.init`` says (see :meth:`_init`). With a
-        joint meta-strategy, one per population and recommendation (:meth:`_joint_opponents`)."""
+        config sets one or the game has chance (:func:`popmarl.algorithm.opponent_exploration`);
+        it starts as ``training.init`` says (see :meth:`_init`). With a joint
+        meta-strategy, one per population and recommendation (:meth:`_joint_opponents`)."""
         ctx = self.ctx
         training = ctx.config.training
         opponents = tuple(

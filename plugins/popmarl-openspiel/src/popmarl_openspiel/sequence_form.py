@@ -78,8 +78,8 @@ class SequenceForm:
         """More than two players: the two players with the most distinct columns in
         ``index`` stay a sparse bilinear form; the others' plans are folded into the
         terminal weights, once per distinct combination of their columns. A group costs
-        a few passes over the terminals, not one per profile (3-player Leduc, 469 new
-        entries: ~25 s per profile-wise pass before)."""
+        a few passes over the terminals, not one per profile (3-player Leduc, the 547 new
+        entries of a 14-policy iteration: 0.84 s, against 26 s profile by profile)."""
         seqs = self.tree.terminal_seq
         distinct = [len(np.unique(index[:, p])) for p in range(self.n)]
         a, b = sorted(sorted(range(self.n), key=lambda p: -distinct[p])[:2])
