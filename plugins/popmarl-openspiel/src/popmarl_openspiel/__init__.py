@@ -1,8 +1,8 @@
 """popmarl-openspiel: OpenSpiel games for popmarl.
 
 Registers env ``openspiel`` (any pyspiel game, batched, exact evaluation and NashConv
-where the tree is small enough) and algorithm ``exact_br`` (OpenSpiel's exact best
-response). :func:`load_policy` reads a run's ``final_policy.json`` back into an
+where the tree is small enough) and algorithm ``exact_br`` (exact best
+responses). :func:`load_policy` reads a run's ``final_policy.json`` back into an
 OpenSpiel ``TabularPolicy``. Importing this package does not import pyspiel.
 """
 

@@ -1,4 +1,5 @@
-"""Algorithm ``exact_br``: OpenSpiel's exact best response, as a tabular policy.
+"""Algorithm ``exact_br``: exact best responses (sequence form, or OpenSpiel's responders;
+see :class:`ExactBRConfig`), as a tabular policy.
 
 The answer for a population is a deterministic best response, per seat it plays, to the
 other seats' meta-strategy mixtures collapsed as OpenSpiel's ``PolicyAggregator`` does;
