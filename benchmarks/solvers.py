@@ -292,13 +292,18 @@ def _openspiel_alpharank(payoffs: np.ndarray, sweep: bool) -> list[np.ndarray]:
     return [joint.sum(axis=1), joint.sum(axis=0)]
 
 
-def _gambit(payoffs: np.ndarray, method: str) -> Sequence[np.ndarray] | None:
+def _gambit(payoffs: np.ndarray, method: str, nfg_text: bool = False) -> Sequence[np.ndarray] | None:
     """One pygambit 17 solver, as a user would call it, on ``payoffs`` scaled to [0, 1];
-    its first equilibrium (``gnm_random``: GNM from a seeded random perturbation)."""
+    its first equilibrium (``gnm_random``: GNM from a seeded random perturbation). With
+    ``nfg_text`` the game is built as ours is (``.nfg`` text, ~4x faster than
+    ``from_arrays`` at 15x15x15), so the row times the method itself."""
     import pygambit
 
+    from popmarl_solvers.gambit import strategic_game
+
     low, high = float(payoffs.min()), float(payoffs.max())
-    game = pygambit.StrategicGame.from_arrays(*((payoffs - low) / (high - low)))
+    scaled = (payoffs - low) / (high - low)
+    game = strategic_game(scaled) if nfg_text else pygambit.StrategicGame.from_arrays(*scaled)
     rng = np.random.default_rng(0)
     solvers = {
         "gnm": lambda: pygambit.nash.gnm_solve(game),
@@ -337,8 +342,14 @@ def gambit_n_player_tasks(rng: np.random.Generator) -> None:
             payoffs,
             lambda payoffs=payoffs: Nash().solve(payoffs),
             {
-                f"pygambit {m}": (lambda m=m, payoffs=payoffs: _gambit(payoffs, m))
-                for m in ("logit", "ipa", "gnm", "gnm_random", "enumpure")
+                **{
+                    f"pygambit {m}": (lambda m=m, payoffs=payoffs: _gambit(payoffs, m))
+                    for m in ("logit", "ipa", "gnm", "gnm_random", "enumpure")
+                },
+                **{
+                    f"pygambit {m}, nfg text": (lambda m=m, payoffs=payoffs: _gambit(payoffs, m, nfg_text=True))
+                    for m in ("logit", "ipa")
+                },
             },
         )
 

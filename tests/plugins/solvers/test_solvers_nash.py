@@ -17,7 +17,7 @@ from solver_helpers import (
 )
 
 from popmarl_solvers import Nash, NashConfig
-from popmarl_solvers.gambit import gambit_equilibria
+from popmarl_solvers.gambit import gambit_equilibria, strategic_game
 from popmarl_solvers.lemke_howson import lemke_howson, lemke_howson_exact
 from popmarl_solvers.support_search import pure_equilibrium
 
@@ -287,6 +287,21 @@ def test_kuhn3_meta_game_where_ipa_and_default_gnm_fail() -> None:
     assert regret(payoffs, result.mixtures) <= result.metrics["solver_tolerance"] <= 1e-5
 
 
+@pytest.mark.parametrize("shape", [(3, 2, 3, 4), (4, 3, 2, 2, 5), (2, 4, 3)])
+def test_gambit_game_from_nfg_text_has_the_payoffs(shape: tuple[int, ...]) -> None:
+    """The .nfg text lists profiles with player 1 fastest: Gambit reads back every payoff
+    (to the 2^-30 rounding) in each player's own axis order, as ``from_arrays`` does."""
+    import pygambit
+
+    payoffs = np.random.default_rng(len(shape)).uniform(0, 1, shape)
+    game = strategic_game(payoffs)
+    read = np.array([np.asarray(a, dtype=float) for a in game.to_arrays(dtype=float)])
+    assert read.shape == payoffs.shape
+    np.testing.assert_allclose(read, payoffs, rtol=0, atol=2.0**-31)
+    reference = pygambit.StrategicGame.from_arrays(*payoffs).to_arrays(dtype=float)
+    np.testing.assert_allclose(read, np.array([np.asarray(a, dtype=float) for a in reference]), rtol=0, atol=2.0**-31)
+
+
 @pytest.mark.parametrize("method", ["logit", "ipa", "gnm"])
 def test_each_gambit_method_answers_a_random_game(method: str) -> None:
     """Every Gambit route works on its own (GNM from its seeded random perturbation)."""
@@ -309,6 +324,20 @@ def test_n_player_fallbacks_stop_at_max_seconds() -> None:
     assert abs(result.metrics["meta_nash_conv"] - regret(payoffs, result.mixtures)) < 1e-12
     with pytest.raises(ValueError, match="max_seconds"):
         NashConfig(max_seconds=0)
+
+
+@pytest.mark.parametrize("size", [9, 12])
+def test_degenerate_meta_game_equilibrium_is_polished_to_machine_precision(size: int) -> None:
+    """3-player Kuhn PSRO meta-games have a continuum of equilibria on logit's supports:
+    Newton (hybr) slid along it to negative mixtures and the answer stayed at logit's
+    ~5e-7; minimum-norm Newton steps stay by the start and reach round-off."""
+    from pathlib import Path
+
+    payoffs = np.load(Path(__file__).parent / "data" / f"kuhn3_meta_{size}.npy")
+    result = Nash().solve_detailed(payoffs)
+    assert_mixtures(payoffs, result.mixtures)
+    assert result.metrics["solver_method"] == "gambit_logit_polished"
+    assert regret(payoffs, result.mixtures) <= 1e-12
 
 
 def test_gambit_ipa_failure_falls_through() -> None:

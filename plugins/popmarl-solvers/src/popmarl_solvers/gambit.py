@@ -8,10 +8,17 @@ on some Kuhn meta-games; GNM from the default perturbation often fails ("no uniq
 maximizer": the centroid perturbation of a degenerate game ties), so it is run from a
 seeded random perturbation, which answers where the others fail. Simplicial subdivision
 took seconds at 5x5x5. Payoffs are scaled to [0, 1] first; pygambit is imported lazily.
+
+The game reaches Gambit as the text of an ``.nfg`` file with payoffs rounded to multiples
+of 2⁻³⁰ (:func:`strategic_game`): Gambit parses that in ~20 ms at 15×15×15, where
+``StrategicGame.from_arrays`` takes ~90 ms converting each float — more than logit
+tracing itself on such a game. The rounding (≤ 5e-10) is far below the methods'
+tolerances, and the caller polishes every answer on the exact payoffs.
 """
 
 from __future__ import annotations
 
+import io
 from typing import Any, Literal
 
 import numpy as np
@@ -20,6 +27,27 @@ from popmarl_solvers.base import Mixtures
 
 GambitMethod = Literal["logit", "ipa", "gnm"]
 GAMBIT_METHODS: tuple[GambitMethod, ...] = ("logit", "ipa", "gnm")
+_DENOMINATOR_BITS = 30
+# Logit tracing's first arclength step and step growth (Gambit's defaults: 0.03 and 1.1).
+# Longer steps trace random 15x15x15 games ~30% faster, to the same equilibria.
+_LOGIT_FIRST_STEP = 0.1
+_LOGIT_MAX_ACCEL = 1.5
+
+
+def strategic_game(payoffs: np.ndarray) -> Any:
+    """A ``pygambit`` strategic game of ``payoffs`` (shape ``(n, k_1, ..., k_n)``, in
+    [0, 1]), parsed from ``.nfg`` text with payoffs rounded to multiples of 2⁻³⁰."""
+    import pygambit
+
+    n, shape = payoffs.shape[0], payoffs.shape[1:]
+    # .nfg lists every profile's payoffs, player 1's strategy varying fastest.
+    numerators = np.rint(np.moveaxis(payoffs, 0, -1).transpose(*reversed(range(n)), n) * 2**_DENOMINATOR_BITS)
+    denominator = f"/{2**_DENOMINATOR_BITS}"
+    text = (
+        'NFG 1 R "" { ' + " ".join(f'"{k + 1}"' for k in range(n)) + " } { " + " ".join(map(str, shape)) + " }\n"
+        + (denominator + " ").join(map(str, numerators.astype(np.int64).ravel().tolist())) + denominator + "\n"
+    )
+    return pygambit.read_nfg(io.StringIO(text))
 
 
 def gambit_equilibria(payoffs: np.ndarray, method: GambitMethod, *, maxregret: float = 1e-7,
@@ -34,11 +62,15 @@ def gambit_equilibria(payoffs: np.ndarray, method: GambitMethod, *, maxregret: f
 
     low, high = float(payoffs.min()), float(payoffs.max())
     scaled = (payoffs - low) / (high - low) if high > low else np.zeros_like(payoffs)
-    game = pygambit.StrategicGame.from_arrays(*[np.asarray(p, dtype=float) for p in scaled])
+    game = strategic_game(np.asarray(scaled, dtype=float))
     found: list[Any]
     try:
         if method == "logit":
-            found = [pygambit.nash.logit_solve(game, maxregret=maxregret).equilibrium]
+            found = [
+                pygambit.nash.logit_solve(
+                    game, maxregret=maxregret, first_step=_LOGIT_FIRST_STEP, max_accel=_LOGIT_MAX_ACCEL
+                ).equilibrium
+            ]
         else:
             rng = np.random.default_rng(seed)
             weights = [np.asarray(rng.random(k) + 0.5) for k in payoffs.shape[1:]]

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 from scipy.optimize import root
@@ -132,18 +132,41 @@ def solve_on_support(
             jac[offsets[-1] + i, rows] = 1.0
         return jac
 
-    sol = root(equations, z0, jac=jacobian, method="hybr", options={"xtol": 1e-14})
-    if not np.all(np.isfinite(sol.x)):
-        return None
-    xs = np.split(sol.x[:-n], cuts)
-    if min(x.min() for x in xs) < -1e-9:
-        return None
+    z = root(equations, z0, jac=jacobian, method="hybr", options={"xtol": 1e-14}).x
+    if not _feasible(z, n):
+        # A degenerate game has a continuum of roots, and hybr may slide along it to
+        # negative mixtures; minimum-norm Newton steps stay by the start instead.
+        z = _minimum_norm_newton(equations, jacobian, z0)
+        if not _feasible(z, n):
+            return None
+    xs = np.split(z[:-n], cuts)
     full = []
     for size, s, x in zip(payoffs.shape[1:], supports, xs, strict=True):
         mixture = np.zeros(size)
         mixture[list(s)] = np.clip(x, 0.0, None)
         full.append(normalize(mixture))
     return tuple(full)
+
+
+def _feasible(z: np.ndarray, n: int) -> bool:
+    """Finite, with non-negative mixtures (the last ``n`` entries are the values)."""
+    return bool(np.all(np.isfinite(z)) and z[:-n].min() >= -1e-9)
+
+
+def _minimum_norm_newton(
+    equations: Callable[[np.ndarray], np.ndarray],
+    jacobian: Callable[[np.ndarray], np.ndarray],
+    z: np.ndarray,
+    steps: int = 20,
+) -> np.ndarray:
+    """Newton's method with least-squares (minimum-norm) steps: on a singular Jacobian it
+    moves to the nearest root rather than along the set of roots."""
+    for _ in range(steps):
+        residual = equations(z)
+        if not np.all(np.isfinite(residual)) or np.abs(residual).max() <= 1e-15:
+            break
+        z = z - np.linalg.lstsq(jacobian(z), residual, rcond=None)[0]
+    return z
 
 
 def support_search(
