@@ -15,6 +15,7 @@ from popmarl.builtin.random_policy import UniformRandomPolicy
 from popmarl.errors import ConfigError
 from popmarl_openspiel.best_response import ExactBestResponse
 from popmarl_openspiel.exploitability import SpielOracle
+from popmarl_openspiel.sequence_form import fold_groups
 from popmarl_openspiel.tabular import TabularPolicy
 
 GAMES = ["kuhn_poker", "leduc_poker", "kuhn_poker(players=3)", "goofspiel(num_cards=3)", "matrix_rps"]
@@ -181,6 +182,24 @@ def test_correlated_best_response_equals_openspiel_cce_dist(make_env, game):
         response = TabularPolicy.from_tables(tree.num_actions, {player: (tree.players[player].keys, table)})
         achieved = env.exact_returns([{**profile, env.agents[player]: response} for profile, _ in device])
         assert float(np.dot([q for _, q in device], achieved[:, player])) == pytest.approx(value, abs=1e-10)
+
+
+@pytest.mark.parametrize(("players", "size", "groups"), [(3, 7, 3), (3, 12, 3), (4, 8, 4 * 8 - 3)])
+def test_fold_groups_answer_a_psro_iterations_new_entries_with_few_folds(players, size, groups):
+    """The new entries of an iteration (a profile holding some player's newest policy):
+    with three players one fold per new policy, with four one per (new policy, other
+    player's policy) pair (folding fixed players took one per combination of their
+    policies); every row lands in one group, whose rows share the folded columns."""
+    index = np.array([c for c in np.ndindex(*(size,) * players) if size - 1 in c])
+    index = index[np.random.default_rng(0).permutation(len(index))]
+    seen = np.zeros(len(index), dtype=int)
+    found = list(fold_groups(index, players - 2))
+    for folded, columns, rows in found:
+        assert len(folded) == players - 2
+        assert (index[np.ix_(rows, folded)] == columns).all()
+        seen[rows] += 1
+    assert (seen == 1).all()
+    assert len(found) == groups
 
 
 @pytest.mark.parametrize(("game", "pool"), [("kuhn_poker(players=3)", 3), ("kuhn_poker(players=4)", 2)])

@@ -340,6 +340,33 @@ def test_degenerate_meta_game_equilibrium_is_polished_to_machine_precision(size:
     assert regret(payoffs, result.mixtures) <= 1e-12
 
 
+def test_large_n_player_tables_are_solved_on_subgames() -> None:
+    """Above ``restrict_above`` strategies, double oracle over subgames: a 3-player Leduc
+    PSRO meta-game (20 policies a seat, small supports) is solved on subgames, and the
+    answer is an equilibrium of the whole table (its regret is measured there). A random
+    game, whose supports are large, gives up on subgames and is solved whole;
+    ``restrict_above: 0`` always solves it whole."""
+    from pathlib import Path
+
+    payoffs = np.load(Path(__file__).parent / "data" / "leduc3_meta_20.npy")
+    result = Nash().solve_detailed(payoffs)
+    assert str(result.metrics["solver_method"]).startswith("restricted_gambit_logit")
+    assert 1 <= result.metrics["solver_iterations"] < 20
+    assert regret(payoffs, result.mixtures) <= 1e-12
+    whole = Nash(restrict_above=0).solve_detailed(payoffs)
+    assert not str(whole.metrics["solver_method"]).startswith("restricted_")
+    assert regret(payoffs, whole.mixtures) <= 1e-12
+    rng = np.random.default_rng(20)
+    random_game = rng.uniform(-1, 1, (3, 20, 20, 20))
+    while pure_equilibrium(random_game, 1e-9) is not None:
+        random_game = rng.uniform(-1, 1, (3, 20, 20, 20))
+    result = Nash().solve_detailed(random_game)
+    assert not str(result.metrics["solver_method"]).startswith("restricted_")
+    assert regret(random_game, result.mixtures) <= 1e-8
+    with pytest.raises(ValueError, match="restrict_above"):
+        NashConfig(restrict_above=-1)
+
+
 def test_gambit_ipa_failure_falls_through() -> None:
     """A 3-player Kuhn PSRO meta-game (9 policies each) on which Gambit's IPA finds nothing."""
     from pathlib import Path

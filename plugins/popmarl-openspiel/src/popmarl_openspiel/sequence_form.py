@@ -9,7 +9,8 @@ folded in), so a whole block of payoff-table entries is one matrix product.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import itertools
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 import scipy.sparse as sp
@@ -75,21 +76,19 @@ class SequenceForm:
         return self._folded_returns(plans, index)
 
     def _folded_returns(self, plans: Sequence[np.ndarray], index: np.ndarray) -> np.ndarray:
-        """More than two players: the two players with the most distinct columns in
-        ``index`` stay a sparse bilinear form; the others' plans are folded into the
-        terminal weights, once per distinct combination of their columns. A group costs
-        a few passes over the terminals, not one per profile (3-player Leduc, the 547 new
-        entries of a 14-policy iteration: 0.84 s, against 26 s profile by profile)."""
+        """More than two players: all but two players' plans are folded into the terminal
+        weights, and the two left form a sparse bilinear form over their columns. The
+        profiles are grouped by :func:`fold_groups`, so that one fold answers as many as
+        possible. With three players, a PSRO iteration's new entries (each player's new
+        policy against all the others' policies) are three groups, one per new policy,
+        whatever the population sizes; folding one fixed player took one group per
+        policy of that player."""
         seqs = self.tree.terminal_seq
-        distinct = [len(np.unique(index[:, p])) for p in range(self.n)]
-        a, b = sorted(sorted(range(self.n), key=lambda p: -distinct[p])[:2])
-        folded = [p for p in range(self.n) if p not in (a, b)]
-        order, indices, indptr = self._pair_structure(a, b)
-        shape = (self.tree.num_sequences(a), self.tree.num_sequences(b))
         out = np.zeros((len(index), self.n))
-        groups, inverse = np.unique(index[:, folded], axis=0, return_inverse=True)
-        for g, columns in enumerate(groups):
-            rows = np.flatnonzero(inverse.ravel() == g)
+        for folded, columns, rows in fold_groups(index, self.n - 2):
+            a, b = (p for p in range(self.n) if p not in folded)
+            order, indices, indptr = self._pair_structure(a, b)
+            shape = (self.tree.num_sequences(a), self.tree.num_sequences(b))
             reach = np.ones(len(order))
             for p, col in zip(folded, columns, strict=True):
                 reach *= plans[p][seqs[order, p], col]
@@ -113,6 +112,27 @@ class SequenceForm:
             indptr = np.concatenate([[0], np.cumsum(counts)])
             cached = self._pairs[(a, b)] = (order, seqs[order, b], indptr)
         return cached
+
+
+def fold_groups(index: np.ndarray, n_fold: int) -> Iterator[tuple[tuple[int, ...], np.ndarray, np.ndarray]]:
+    """The rows of ``index`` (``[B, n]`` profiles of columns) in groups that share the
+    columns of ``n_fold`` players: ``(those players, their columns, the rows)``. Greedy:
+    each group is the (players, columns) combination the most remaining rows share."""
+    remaining = np.arange(len(index))
+    player_sets = list(itertools.combinations(range(index.shape[1]), n_fold))
+    while len(remaining):
+        best: tuple[int, tuple[int, ...], np.ndarray, np.ndarray] | None = None
+        for players in player_sets:
+            values, inverse, counts = np.unique(
+                index[np.ix_(remaining, players)], axis=0, return_inverse=True, return_counts=True
+            )
+            top = int(counts.argmax())
+            if best is None or counts[top] > best[0]:
+                best = (int(counts[top]), players, values[top], inverse.ravel() == top)
+        assert best is not None
+        _, players, columns, hit = best
+        yield players, columns, remaining[hit]
+        remaining = remaining[~hit]
 
 
 def best_response(tree: GameTree, player: int, weights: np.ndarray) -> tuple[np.ndarray, float]:
