@@ -123,8 +123,9 @@ def fold_groups(index: np.ndarray, n_fold: int) -> Iterator[tuple[tuple[int, ...
     while len(remaining):
         best: tuple[int, tuple[int, ...], np.ndarray, np.ndarray] | None = None
         for players in player_sets:
+            shared = index[remaining][:, list(players)]
             values, inverse, counts = np.unique(
-                index[np.ix_(remaining, players)], axis=0, return_inverse=True, return_counts=True
+                shared, return_index=False, return_inverse=True, return_counts=True, axis=0
             )
             top = int(counts.argmax())
             if best is None or counts[top] > best[0]:

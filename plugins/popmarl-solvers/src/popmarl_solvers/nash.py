@@ -152,9 +152,9 @@ class Nash(Solver):
             yield "pure_equilibrium", pure, 0
             return
         if restrict and 0 < c.restrict_above < max(payoffs.shape[1:]):
-            found = self._restricted(payoffs, tol)
-            if found is not None:
-                yield found
+            restricted = self._restricted(payoffs, tol)
+            if restricted is not None:
+                yield restricted
         for method in GAMBIT_METHODS if c.gambit else ():
             for mixtures in gambit_equilibria(payoffs, method):
                 supports = tuple(tuple(int(i) for i in np.flatnonzero(x > 1e-6)) for x in mixtures)
@@ -200,7 +200,7 @@ def _first_within(payoffs: np.ndarray, candidates: Iterator[Candidate], tol: flo
         xs = projected_replicator_dynamics(game, _REPLICATOR_CHUNK, 1e-2, 0.0)
         best = (0.0, ("replicator", game.expand(xs), _REPLICATOR_CHUNK))
     method, mixtures, iterations = best[1]
-    extra = {
+    extra: Extra = {
         "solver_method": method,
         "solver_iterations": iterations,
         "solver_attempts": tried,
