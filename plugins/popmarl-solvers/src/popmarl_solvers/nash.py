@@ -91,7 +91,7 @@ class Nash(Solver):
         again. PSRO meta-games have small supports: 3-player Leduc's 64x64x64 table took
         0.4 s in 8 rounds, against 4.5 s solved whole. None (solve it whole) when a
         subgame's answer is not accurate enough to go on, or when the subgames grow past
-        half the strategies, as on random games (which then cost up to ~2x)."""
+        half the strategies, as on random games (which then cost up to 2.3x)."""
         n, sizes = payoffs.shape[0], payoffs.shape[1:]
         uniform = [np.full(k, 1.0 / k) for k in sizes]
         supports = [sorted({k - 1, int(np.argmax(d))}) for k, d in zip(sizes, contract(payoffs, uniform), strict=True)]
