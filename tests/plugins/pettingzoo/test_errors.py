@@ -74,7 +74,7 @@ def test_env_classes_by_import_path() -> None:
 
 def test_every_bad_field_is_reported_at_once(write_config: Callable[..., Path]) -> None:
     config = write_config(env={"name": "pettingzoo", "params": {
-        "game": None, "module": "not a module", "api": "aecc", "max_steps": 0, "kwargs": [1]}})
+        "game": None, "module": "not a module", "api": "aecc", "max_steps": 0, "kwargs": [1], "has_chance": "yes"}})
     with pytest.raises(ConfigError) as error:
         popmarl.load_config(config)
     problems = error.value.problems
@@ -82,6 +82,7 @@ def test_every_bad_field_is_reported_at_once(write_config: Callable[..., Path]) 
     assert any(p.startswith("env.params.api: 'aecc' is not allowed (did you mean 'aec'?)") for p in problems)
     assert "env.params.max_steps: must be >= 1, got 0" in problems
     assert "env.params.kwargs: must be a mapping, got [1]" in problems
+    assert any(p.startswith("env.params.has_chance: ") for p in problems), problems
 
 
 def test_cli_prints_one_line_and_exits_2(write_config: Callable[..., Path], run_cli: Callable[..., Any]) -> None:

@@ -100,3 +100,19 @@ def test_box_actions_with_idle_games(write_config: WriteConfig, tmp_path: Path) 
                                             "kwargs": {"N": 2, "max_cycles": 3, "continuous_actions": True}},
                    mapping="shared", evaluation={"episodes_per_entry": 3, "num_envs": 4})
     assert summary["status"] == "completed"
+
+
+def test_has_chance_is_the_games_word_and_turns_off_the_default_opponent_exploration() -> None:
+    """PettingZoo cannot tell whether chance plays; ``has_chance`` says so, and a ``psro``
+    best response of ``dqn`` (opponent exploration 0.3 by default) then gets none."""
+    pytest.importorskip("popmarl_tianshou")
+    from popmarl.algorithm import opponent_exploration
+    from popmarl.config import ComponentConfig
+    from popmarl.runner import build
+
+    dqn = build("algorithms", ComponentConfig(name="dqn"), "algorithm.params")
+    params = {"module": "pettingzoo.classic.tictactoe_v3"}
+    board = build("envs", ComponentConfig(name="pettingzoo", params=params), "env.params")
+    dice = build("envs", ComponentConfig(name="pettingzoo", params={**params, "has_chance": True}), "env.params")
+    assert (board.has_chance, dice.has_chance) == (False, True)
+    assert (opponent_exploration(dqn, board), opponent_exploration(dqn, dice)) == (0.3, 0.0)

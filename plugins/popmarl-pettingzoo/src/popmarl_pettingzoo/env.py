@@ -35,7 +35,12 @@ class PettingZooConfig:
     """``module``: the env module (``env()`` = AEC, ``parallel_env()`` = Parallel) or
     ``module:attr``; ``kwargs``: passed to the constructor; ``api``: which constructor
     (``auto`` prefers ``parallel_env``); ``max_steps``: truncate episodes after this many
-    steps; ``flatten``: Box observations as 1-D vectors (else they keep their shape)."""
+    steps; ``flatten``: Box observations as 1-D vectors (else they keep their shape);
+    ``has_chance``: whether chance takes part in play (dice, shuffled cards, random
+    starts) — PettingZoo cannot tell, so the game's author says so; it sets
+    :attr:`popmarl.env.Env.has_chance`, and a ``psro`` best response then trains against
+    its opponents' policies as they are (no opponent exploration unless ``training``
+    sets one)."""
 
     module: str = attrs.field(default="pettingzoo.classic.connect_four_v3", validator=_import_path)
     kwargs: dict[str, Any] = attrs.field(factory=dict)
@@ -43,6 +48,7 @@ class PettingZooConfig:
         default="auto", validator=attrs.validators.in_(("auto", "aec", "parallel")))
     max_steps: int | None = attrs.field(default=None, validator=attrs.validators.optional(attrs.validators.ge(1)))
     flatten: bool = True
+    has_chance: bool = False
 
 
 class PettingZooEnv(Env):
@@ -57,6 +63,7 @@ class PettingZooEnv(Env):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         cfg = self.config
+        self.has_chance = cfg.has_chance
         factory, self.api = choose_factory(import_target(cfg.module), cfg.module, cfg.api)
         self._make = functools.partial(construct, factory, self.api, cfg.kwargs, cfg.module)
         probe = self._make()
