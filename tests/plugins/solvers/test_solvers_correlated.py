@@ -61,7 +61,10 @@ def test_answer_is_an_equilibrium(name: str, objective: str, game: str) -> None:
         np.testing.assert_allclose(got, want, atol=1e-15)
     m = result.metrics
     assert m["solver_objective"] == objective
-    assert m["solver_method"] in {"clarabel_qp", "clarabel_exp_cone", "highs_lp+clarabel_qp", "unconstrained"}
+    assert m["solver_method"] in {"clarabel_qp", "clarabel_exp_cone", "highs_lp+clarabel_qp", "unconstrained",
+                                  "dual_polished", "highs_lp+dual_polished"}
+    if name == "cce" and objective == "max_gini" and m["solver_method"] != "unconstrained":
+        assert m["solver_method"] == "dual_polished"
     assert m["solver_iterations"] >= 0 and m["solver_constraints"] >= 0
     assert m["solver_violation"] <= gap_bound(payoffs)
     assert m["meta_cce_gap"] == pytest.approx(cce_gap(payoffs, joint), abs=1e-15)
@@ -301,6 +304,7 @@ def test_deviation_gains_rows() -> None:
 @pytest.mark.parametrize("name", ["cce", "ce"])
 def test_failed_solve_falls_back_to_an_equilibrium(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(correlated, "_convex", lambda *args, **kwargs: None)
+    monkeypatch.setattr(correlated, "_max_gini_dual", lambda *args, **kwargs: None)
     monkeypatch.setattr(correlated, "_max_welfare", lambda *args, **kwargs: None)
     solver = SOLVERS[name]()
     rps = solver.solve_detailed(zero_sum(RPS))  # the uniform joint is an equilibrium
@@ -318,6 +322,7 @@ def test_failed_solve_falls_back_to_an_equilibrium(name: str, monkeypatch: pytes
 def test_inaccurate_answer_is_rejected(monkeypatch: pytest.MonkeyPatch) -> None:
     """An answer that violates a constraint beyond tolerance is never returned as is."""
     monkeypatch.setattr(correlated, "_convex", lambda a, *args, **kwargs: (np.eye(a.shape[1])[0], 3))
+    monkeypatch.setattr(correlated, "_max_gini_dual", lambda *args, **kwargs: None)
     result = CoarseCorrelated().solve_detailed(CHICKEN)  # all mass on (swerve, swerve): not a CCE
     assert result.metrics["solver_method"] in {"uniform_fallback", "nash_fallback"}
     assert cce_gap(CHICKEN, result.joint) <= 1e-6
@@ -340,3 +345,28 @@ def test_unconstrained_max_welfare() -> None:
     np.testing.assert_allclose(tied.joint, [[0, 0], [0.5, 0.5]])
     vertex = CoarseCorrelated(objective="max_welfare", epsilon=10.0, welfare_tie_break="none").solve_joint(payoffs)
     np.testing.assert_allclose(vertex, [[0, 0], [1, 0]])
+
+
+@pytest.mark.parametrize("size", [6, 20])
+def test_max_gini_cce_from_its_dual_is_clarabels_optimum_polished(size: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 3-player Leduc PSRO meta-game (saved from a run; 6x6x6 has a one-profile answer,
+    20x20x20 a spread one): the dual's answer, polished on its support and active rows,
+    is the maximum-Gini CCE Clarabel's QP finds, to the QP's accuracy, with the constraints
+    held to rounding; an unconverged dual fails its KKT check instead of answering."""
+    from pathlib import Path
+
+    payoffs = np.load(Path(__file__).parent / "data" / "leduc3_meta_20.npy")[:, :size, :size, :size]
+    dual = CoarseCorrelated().solve_detailed(payoffs)
+    assert dual.metrics["solver_method"] == "dual_polished"
+    assert cce_gap(payoffs, dual.joint) <= 1e-12 * np.ptp(payoffs)
+    monkeypatch.setattr(correlated, "_max_gini_dual", lambda *args, **kwargs: None)
+    qp = CoarseCorrelated().solve_detailed(payoffs)
+    assert qp.metrics["solver_method"] == "clarabel_qp"
+    np.testing.assert_allclose(dual.joint, qp.joint, atol=2e-6)
+    assert (dual.joint**2).sum() <= (qp.joint**2).sum() + 1e-12  # max Gini: min sum of squares
+    monkeypatch.undo()
+    game = (payoffs - payoffs.reshape(3, -1).min(axis=1)[:, None, None, None]) / np.ptp(payoffs)
+    a = deviation_gains(game, conditional=False)
+    assert correlated._max_gini_dual(a, 0.0, CorrelatedConfig()) is not None
+    if size == 20:
+        assert correlated._max_gini_dual(a, 0.0, CorrelatedConfig(max_iterations=1)) is None
