@@ -186,9 +186,9 @@ class _CorrelatedBase(JointSolver):
                         yield f"highs_lp+{tied[0]}", tied[1], iterations + tied[2]
                 yield "highs_lp", x, iterations
         elif c.objective == "max_gini":
-            optimum = _max_gini(a, epsilon, c, dual=not self.conditional)
-            if optimum is not None:
-                yield optimum
+            gini = _max_gini(a, epsilon, c, dual=not self.conditional)
+            if gini is not None:
+                yield gini
         else:
             optimum = _convex(a, epsilon, c.objective, c)
             if optimum is not None:
