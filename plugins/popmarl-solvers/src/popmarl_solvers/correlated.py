@@ -16,7 +16,10 @@ deviation, or per (recommended, deviation) pair) and drops the rows no distribut
 violate. ``objective`` picks one point of the polytope:
 
 - ``max_gini``: the maximum-Gini-impurity (C)CE ``max 1 − Σ σ²``, JPSRO's MG(C)CE — unique,
-  a quadratic program (Clarabel, through cvxpy);
+  a quadratic program: a CCE's through its dual, which has one variable per player and
+  strategy (:func:`_max_gini_dual`: L-BFGS-B, then solved exactly on the support and
+  active rows it finds and checked against the KKT conditions); a CE's, and a CCE's
+  whose dual fails the check, with Clarabel through cvxpy;
 - ``max_entropy``: the maximum-entropy (C)CE ``max −Σ σ log σ`` — unique, an
   exponential-cone program (Clarabel, through cvxpy);
 - ``max_welfare``: a (C)CE of maximum total payoff ``Σ_k Σ_s σ(s) u_k(s)`` — a linear program
