@@ -296,7 +296,7 @@ def _max_gini_dual(
     start[-1] = -1.0 / rows.shape[1]  # σ uniform
     bounds = [(None, None) if eq else (0.0, None) for eq in equality]
     res = minimize(objective, start, jac=True, method="L-BFGS-B", bounds=bounds,
-                   options={"maxiter": 20 * c.max_iterations, "ftol": 1e-15, "gtol": 1e-13, "maxcor": 30})
+                   options={"maxiter": 5 * c.max_iterations, "ftol": 1e-15, "gtol": 1e-13, "maxcor": 30})
     y = np.asarray(res.x)
     support = -(columns @ y) > 0.0
     active = equality | (y > 0.0)
