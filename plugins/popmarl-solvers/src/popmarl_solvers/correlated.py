@@ -275,10 +275,11 @@ def _max_gini_dual(
     is ``max −½‖σ(y)‖² − bᵀy`` over ``λ ≥ 0`` (free on ``face``'s tight rows and for ``μ``):
     smooth, solved with L-BFGS-B. Its answer fixes the support ``S`` and the active rows
     ``T``; the exact optimum on them is the minimum-norm solution of ``B_TS σ_S = b_T``
-    (least squares), with multipliers from ``B_TSᵀ y_T = −σ_S`` nearest the dual's. The answer is returned only
-    when it passes the KKT conditions to ``tol / 1000``: ``σ ≥ 0``, every row within ``ε``
-    (tight rows at it), ``Σ σ = 1``, ``λ ≥ 0``, and ``−Bᵀy ≤ 0`` off the support (no
-    profile left out would enter); otherwise ``None`` (the caller asks Clarabel)."""
+    (least squares), with the multipliers solving ``B_TSᵀ y_T = −σ_S`` nearest the dual's.
+    The answer is returned only when it passes the KKT conditions to ``tol / 1000``:
+    ``σ ≥ 0``, every row within ``ε`` (tight rows at it), ``Σ σ = 1``, ``λ ≥ 0``,
+    stationarity on the support, ``−Bᵀy ≤ 0`` off it (no profile left out would enter)
+    and complementary slackness; otherwise ``None`` (the caller asks Clarabel)."""
     from scipy.optimize import minimize
 
     free = np.ones(a.shape[1], dtype=bool) if face is None else ~face.zero
@@ -315,6 +316,7 @@ def _max_gini_dual(
         sigma_s.min() >= -precision
         and np.all(np.where(equality, np.abs(slack), slack) <= precision)
         and np.all(y[~equality] >= -precision)
+        and np.all(np.abs(on.T @ y[active] + sigma_s) <= precision)
         and np.all((-(columns @ y))[~support] <= precision)
         and np.all(np.abs(y * slack) <= precision)
     )
