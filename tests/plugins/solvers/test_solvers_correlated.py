@@ -4,6 +4,8 @@ n players and degenerate games work, and a failed solve falls back to an equilib
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from solver_helpers import RPS, assert_mixtures, regret, zero_sum
@@ -347,15 +349,24 @@ def test_unconstrained_max_welfare() -> None:
     np.testing.assert_allclose(vertex, [[0, 0], [1, 0]])
 
 
-@pytest.mark.parametrize("size", [6, 20])
-def test_max_gini_cce_from_its_dual_is_clarabels_optimum_polished(size: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A 3-player Leduc PSRO meta-game (saved from a run; 6x6x6 has a one-profile answer,
-    20x20x20 a spread one): the dual's answer, polished on its support and active rows,
-    is the maximum-Gini CCE Clarabel's QP finds, to the QP's accuracy, with the constraints
-    held to rounding; an unconverged dual fails its KKT check instead of answering."""
-    from pathlib import Path
+#: The prisoner's dilemma: its only CCE is (defect, defect), where rows are tight with
+#: multipliers that are not unique.
+PRISONERS = np.stack([np.array([[3.0, 0.0], [5.0, 1.0]]), np.array([[3.0, 5.0], [0.0, 1.0]])])
 
-    payoffs = np.load(Path(__file__).parent / "data" / "leduc3_meta_20.npy")[:, :size, :size, :size]
+
+def leduc3_meta(size: int) -> np.ndarray:
+    """A 3-player Leduc PSRO meta-game saved from a run, its first ``size`` policies."""
+    return np.load(Path(__file__).parent / "data" / "leduc3_meta_20.npy")[:, :size, :size, :size]
+
+
+@pytest.mark.parametrize("game", ["prisoners", "leduc3_6", "leduc3_20"])
+def test_max_gini_cce_from_its_dual_is_clarabels_optimum_polished(game: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The dual's answer, polished on its support and active rows, is the maximum-Gini
+    CCE Clarabel's QP finds, to the QP's accuracy, with the constraints held to rounding:
+    on the prisoner's dilemma (one profile, degenerate multipliers: they must stay near
+    the dual's) and on 6x6x6 and 20x20x20 3-player Leduc meta-games. An unconverged dual
+    fails its KKT check instead of answering."""
+    payoffs = PRISONERS if game == "prisoners" else leduc3_meta(int(game.split("_")[1]))
     dual = CoarseCorrelated().solve_detailed(payoffs)
     assert dual.metrics["solver_method"] == "dual_polished"
     assert cce_gap(payoffs, dual.joint) <= 1e-12 * np.ptp(payoffs)
@@ -363,10 +374,13 @@ def test_max_gini_cce_from_its_dual_is_clarabels_optimum_polished(size: int, mon
     qp = CoarseCorrelated().solve_detailed(payoffs)
     assert qp.metrics["solver_method"] == "clarabel_qp"
     np.testing.assert_allclose(dual.joint, qp.joint, atol=2e-6)
-    assert (dual.joint**2).sum() <= (qp.joint**2).sum() + 1e-12  # max Gini: min sum of squares
-    monkeypatch.undo()
-    game = (payoffs - payoffs.reshape(3, -1).min(axis=1)[:, None, None, None]) / np.ptp(payoffs)
-    a = deviation_gains(game, conditional=False)
-    assert correlated._max_gini_dual(a, 0.0, CorrelatedConfig()) is not None
-    if size == 20:
+    # max Gini (min sum of squares), up to what Clarabel's tolerance lets its answer gain
+    assert (dual.joint**2).sum() <= (qp.joint**2).sum() + 1e-9
+    if game == "prisoners":
+        np.testing.assert_allclose(dual.joint, [[0.0, 0.0], [0.0, 1.0]], atol=1e-15)
+    if game == "leduc3_20":
+        monkeypatch.undo()
+        game_01 = (payoffs - payoffs.reshape(3, -1).min(axis=1)[:, None, None, None]) / np.ptp(payoffs)
+        a = deviation_gains(game_01, conditional=False)
+        assert correlated._max_gini_dual(a, 0.0, CorrelatedConfig()) is not None
         assert correlated._max_gini_dual(a, 0.0, CorrelatedConfig(max_iterations=1)) is None
