@@ -84,17 +84,20 @@ class Nash(Solver):
     # -- n players, large tables ---------------------------------------------------------
 
     def _restricted(self, payoffs: np.ndarray, tol: float) -> Candidate | None:
-        """Double oracle inside the meta-game: an equilibrium of a subgame (each player's
-        newest strategy and best reply to the uniform profile, to begin with) is one of
-        the whole game once no player gains by a strategy outside it; else each player
-        adds its (up to three) best gaining strategies and the larger subgame is solved
-        again. PSRO meta-games have small supports: 3-player Leduc's 64x64x64 table took
-        0.4 s in 8 rounds, against 4.5 s solved whole. None (solve it whole) when a
-        subgame's answer is not accurate enough to go on, or when the subgames grow past
-        half the strategies, as on random games (which then cost up to 2.3x)."""
+        """Double oracle inside the meta-game: an equilibrium of a subgame (to begin with,
+        each player's newest ⌈√k⌉ of its k strategies and its best reply to the uniform
+        profile) is one of the whole game once no player gains by a strategy outside it;
+        else each player adds its (up to three) best gaining strategies and the larger
+        subgame is solved again. PSRO meta-games have small supports, mostly among recent
+        policies: 3-player Leduc's 64x64x64 table took 0.3-0.4 s in 5-8 rounds, against
+        4.5 s solved whole; its 200x200x200 table 4 s in 9 rounds (starting from the
+        newest strategy alone: 6.8 s in 14). None (solve it whole) when a subgame's
+        answer is not accurate enough to go on, or when the subgames grow past half the
+        strategies, as on random games (which then cost up to 2.3x)."""
         n, sizes = payoffs.shape[0], payoffs.shape[1:]
         uniform = [np.full(k, 1.0 / k) for k in sizes]
-        supports = [sorted({k - 1, int(np.argmax(d))}) for k, d in zip(sizes, contract(payoffs, uniform), strict=True)]
+        supports = [sorted({*range(k - int(np.ceil(np.sqrt(k))), k), int(np.argmax(d))})
+                    for k, d in zip(sizes, contract(payoffs, uniform), strict=True)]
         for rounds in range(1, sum(sizes) + 1):
             sub = payoffs[np.ix_(range(n), *supports)]
             small, extra = _first_within(sub, self._n_player(sub, tol, restrict=False), tol, False)
