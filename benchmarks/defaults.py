@@ -71,6 +71,26 @@ way (dqn, player_1 / player_2 loss): opponent exploration 0.2 alone 0.013 / 0.11
 through iteration 17); ``newest_weights`` with 0.2: 0.000 / 0.023, with 0.3: 0.000 /
 0.012. Opponent exploration 0.3 cost ppo on Kuhn (0.125 and 0.149 at iteration 10), so
 ppo asks for none.
+
+connect_four with dqn, 2026-11-25 (seed 0). 3-step returns made one best response
+trained against random much better: at 200,000 env steps it lost 0.114 / 0.152 with the
+defaults; with ``n_step: 3, lr: 3.0e-4, gamma: 0.95`` it lost 0.014 / 0.016, and on seed 1
+0.016 / 0.050. They do not help the check, which is failed by the meta-game: the Nash of
+the population keeps the initial uniform policy for one seat (weight 0.97), because each
+deterministic best response is beaten outright by the other seat's later ones, and
+uniform play loses less than that. Results:
+
+- ``--set algorithm.params.n_step=3 --set algorithm.params.lr=3e-4``: 0.090 / 0.171;
+- with ``eps_decay_steps=2000`` added: 0.038 / 0.542 (uniform weight 0.97 in the second
+  seat);
+- with ``training.max_env_steps=60000`` added: 0.053 / 0.108;
+- 4 iterations of 200,000 steps with ``opponent_epsilon`` 0.5 (and ``self_play`` 0.5):
+  0.452 / 0.047, uniform weight 0.97 in the first seat.
+
+The same settings as defaults hurt elsewhere: tic-tac-toe's second seat 0.049 (``n_step``
+3) and 0.041 (with lr 3e-4), against 0.012; Kuhn 0.056 and 0.167 at iteration 10,
+against 0.0; Leduc reached NashConv 1.0 at iterations 47 and 53, against 31. They are
+not the defaults.
 """
 
 from __future__ import annotations
