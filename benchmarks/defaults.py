@@ -90,7 +90,10 @@ uniform play loses less than that. Results:
 The same settings as defaults hurt elsewhere: tic-tac-toe's second seat 0.049 (``n_step``
 3) and 0.041 (with lr 3e-4), against 0.012; Kuhn 0.056 and 0.167 at iteration 10,
 against 0.0; Leduc reached NashConv 1.0 at iterations 47 and 53, against 31. They are
-not the defaults.
+not the defaults. The tic-tac-toe ppo check, seed 0, re-measured the same day in a fresh
+install: 0.007 / 0.153, also at b81551e, whose code gave the 0.016 / 0.069 above; the
+runs are deterministic (twice the same figures), so something outside popmarl's code (a
+library version, an environment variable) changed the outcome; not tracked down.
 """
 
 from __future__ import annotations
