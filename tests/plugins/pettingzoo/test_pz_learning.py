@@ -47,6 +47,16 @@ def _run(write_config: WriteConfig, tmp_path: Path, **settings: Any) -> dict[str
     return popmarl.run(popmarl.load_config(config), out=str(tmp_path / "run"))
 
 
+def _against_random(directory: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The run's final meta-strategies against a uniformly random opponent, per seat, and
+    the same measurement with a uniformly random player in the run's seats."""
+    run = load_run(directory)
+    opponents = opponent_pools(run, "random")
+    trained = evaluate_run(run, opponents, episodes=EPISODES, seed=1)
+    baseline = evaluate_run(attrs.evolve(run, pools=random_pools(run)), opponents, episodes=EPISODES, seed=1)
+    return trained, baseline
+
+
 @pytest.mark.slow  # 41-80 s measured on 2 shared cores
 def test_psro_dqn_tictactoe_beats_random(write_config: WriteConfig, tmp_path: Path) -> None:
     summary = _run(
@@ -65,11 +75,7 @@ def test_psro_dqn_tictactoe_beats_random(write_config: WriteConfig, tmp_path: Pa
     assert summary["status"] == "completed" and summary["iterations"] == 1
     assert set(summary["populations"]) == {"player_1", "player_2"}
 
-    run = load_run(tmp_path / "run")
-    opponents = opponent_pools(run, "random")
-    trained = evaluate_run(run, opponents, episodes=EPISODES, seed=1)
-    # The same measurement with a uniformly random player in the run's seats.
-    baseline = evaluate_run(attrs.evolve(run, pools=random_pools(run)), opponents, episodes=EPISODES, seed=1)
+    trained, baseline = _against_random(tmp_path / "run")
     for seat in ("player_1", "player_2"):
         got, random = trained[seat], baseline[seat]
         assert got["episodes"] == random["episodes"] == EPISODES
@@ -90,10 +96,7 @@ def test_connect_four_recipe_beats_random(tmp_path: Path) -> None:
     summary = popmarl.run(config, out=str(tmp_path / "run"))
     assert summary["status"] == "completed" and summary["iterations"] == 1
 
-    run = load_run(tmp_path / "run")
-    opponents = opponent_pools(run, "random")
-    trained = evaluate_run(run, opponents, episodes=EPISODES, seed=1)
-    baseline = evaluate_run(attrs.evolve(run, pools=random_pools(run)), opponents, episodes=EPISODES, seed=1)
+    trained, baseline = _against_random(tmp_path / "run")
     for seat in ("player_0", "player_1"):
         got, random = trained[seat], baseline[seat]
         # random vs random: player_0 loses ~44%, player_1 ~57%; measured with this test's
