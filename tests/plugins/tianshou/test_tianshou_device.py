@@ -235,3 +235,66 @@ def test_a_network_moved_to_a_device_takes_numpy_batches_there(name: str) -> Non
     assert net.input_device is None
     out = net(obs) if name == "critic" else net(obs)[0]
     assert all(t.device.type == "cpu" for t in (out if isinstance(out, tuple) else (out,)))
+
+
+# -- a real GPU (skipped where torch sees none: CI; run on a GPU machine) --------------------
+requires_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="torch sees no GPU")
+
+
+@requires_gpu
+@pytest.mark.parametrize(("name", "space", "collect"), CASES,
+                         ids=[f"{n}-{'box' if s is BOX_SPACE else 'discrete'}" for n, s, _ in CASES])
+def test_on_a_gpu_updates_run_there_and_train_as_on_the_cpu(name: str, space: PolicySpace, collect: Collect) -> None:
+    """``device: cuda``: the trainer's modules are on the GPU, the policy's stay on the CPU
+    and publish CPU arrays, and the weights track the CPU path's to float tolerance
+    (cuBLAS and the CPU kernels sum in different orders; TF32 is off by default)."""
+    cpu_policy, cpu = learner(algorithm(name, **SMALL[name], device="cpu"), space)
+    gpu_policy, gpu = learner(algorithm(name, **SMALL[name], device="cuda"), space)
+    assert all(p.device.type == "cuda" for module in trained_modules(gpu) for p in module.parameters())
+    rng = np.random.default_rng(0)
+    for _ in range(4):
+        episodes = collect(cpu_policy, rng)
+        expected, got = cpu.update(episodes), gpu.update(episodes)
+        assert got.keys() == expected.keys()
+        assert all(p.device.type == "cpu" for p in parameters(gpu_policy))
+        weights = gpu_policy.get_weights()
+        for key, value in cpu_policy.get_weights().items():
+            assert isinstance(weights[key], np.ndarray)
+            np.testing.assert_allclose(weights[key], value, rtol=1e-3, atol=1e-4, err_msg=key)
+
+
+@requires_gpu
+@pytest.mark.parametrize("name", ALGORITHMS)
+def test_a_gpu_trainer_state_resumes_on_the_cpu_and_back(name: str) -> None:
+    """A checkpoint written by a GPU trainer loads into a CPU trainer and vice versa
+    (states hold CPU tensors), and the resumed trainer continues to float tolerance."""
+    space = BANDIT.space
+    rng = np.random.default_rng(1)
+    gpu_policy, gpu = learner(algorithm(name, **SMALL[name], device="cuda"), space)
+    for _ in range(3):
+        gpu.update(bandit(gpu_policy, rng))
+    state, weights = gpu.state(), gpu_policy.get_weights()
+    episodes = bandit(gpu_policy, rng)
+    gpu.update(episodes)
+    for device in ("cpu", "cuda"):
+        algo = algorithm(name, **SMALL[name], device=device)
+        policy = algo.make_policy(space=space, seed=3)
+        policy.set_weights(weights)
+        trainer = algo.make_trainer(policy=policy, space=space, seed=3)
+        assert trainer is not None
+        trainer.load_state(state)
+        trainer.update(episodes)
+        for key, value in gpu_policy.get_weights().items():
+            np.testing.assert_allclose(policy.get_weights()[key], value, rtol=1e-3, atol=1e-4, err_msg=f"{device} {key}")
+
+
+@requires_gpu
+@pytest.mark.parametrize("name", ALGORITHMS)
+def test_a_psro_run_with_device_cuda_completes_and_stores_cpu_arrays(tmp_path: Path, name: str) -> None:
+    summary, run_dir = run_psro(tmp_path, name, env={"name": "matrix", "params": {"game": "rps"}},
+                                algorithm={"name": name, "params": {"device": "cuda", "hidden": [16]}},
+                                solver={"name": "uniform"}, stopping={"max_iterations": 2},
+                                training={"max_env_steps": 600, "num_envs": 16})
+    assert summary["status"] == "completed"
+    trained = RunDirectory(run_dir).load_policy("player_0/2")
+    assert all(isinstance(value, np.ndarray) and value.dtype != object for value in trained.values())
