@@ -249,6 +249,16 @@ def tianshou_env(game: str) -> Any:
     return PettingZooEnv(wrapped)
 
 
+def _acts_to_numpy(_module: Any, _args: Any, out: Any) -> Any:
+    """The learner's actions as numpy: Tianshou 2.0.1's ``MultiAgentPolicy.forward``
+    concatenates every agent's ``act`` with ``np.concatenate``, which fails on a GPU
+    learner's CUDA tensor next to the random agent's numpy (its single-agent Collector
+    converts them itself). Learning reads the logits or distributions, not ``act``."""
+    if isinstance(out.act, torch.Tensor):
+        out.act = out.act.cpu().numpy()
+    return out
+
+
 def tianshou_train(setting: Setting, steps: int, num_envs: int, episodes_per_update: int,
                    gradient_steps_per_env_step: float | None) -> dict[str, float]:
     """Tianshou's Collector and trainer on the same game and learner, ``steps`` env steps."""
@@ -269,6 +279,7 @@ def tianshou_train(setting: Setting, steps: int, num_envs: int, episodes_per_upd
     algorithm = build("algorithms", config.algorithm, "algorithm.params")
     policy = algorithm.make_policy(space=space, seed=0)
     learner = algorithm.make_trainer(policy=policy, space=space, seed=0).algorithm  # Tianshou's DQN/PPO/A2C
+    learner.policy.register_forward_hook(_acts_to_numpy)
     probe = tianshou_env(setting.game)
     envs = DummyVectorEnv([lambda: tianshou_env(setting.game) for _ in range(num_envs)])
     c = algorithm.config

@@ -175,12 +175,12 @@ def test_the_copy_path_trains_exactly_as_the_shared_path(name: str, space: Polic
     after every update) has the shared path's weights bitwise, update after update; a
     policy whose weights are replaced between updates trains from the new weights on
     both paths; the states are the same files, and each path loads the other's."""
-    shared_policy, shared = learner(algorithm(name, **SMALL[name]), space)
-    copy_algo = separate(name, **SMALL[name])
+    shared_policy, shared = learner(algorithm(name, **SMALL[name], device="cpu"), space)
+    copy_algo = separate(name, **SMALL[name], device="cpu")
     copy_policy, copied = learner(copy_algo, space)
     assert all(m not in trained_modules(copied) for m in copy_policy.modules.values())  # it trains copies
     rng = np.random.default_rng(0)
-    other = algorithm(name, **SMALL[name]).make_policy(space=space, seed=5).get_weights()
+    other = algorithm(name, **SMALL[name], device="cpu").make_policy(space=space, seed=5).get_weights()
     for round_ in range(6):
         if round_ == 3:  # e.g. a learner continued from another policy's weights
             shared_policy.set_weights(other)
@@ -198,7 +198,7 @@ def test_the_copy_path_trains_exactly_as_the_shared_path(name: str, space: Polic
     episodes = collect(shared_policy, rng)
     metrics = shared.update(episodes)
     # Either path, rebuilt from the copy path's state, continues as the original did.
-    for algo in (copy_algo, algorithm(name, **SMALL[name])):
+    for algo in (copy_algo, algorithm(name, **SMALL[name], device="cpu")):
         policy = algo.make_policy(space=space, seed=9)
         policy.set_weights(weights)
         trainer = algo.make_trainer(policy=policy, space=space, seed=9)

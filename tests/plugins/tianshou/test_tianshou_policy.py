@@ -331,7 +331,7 @@ def test_truncated_episodes_bootstrap_from_the_value_at_the_cut(name):
         batch = transitions(_bootstrap_episodes(cut), policy_space)
         buffer = to_buffer(batch)
         indices = np.arange(len(buffer))
-        returns = trainer.algorithm._add_returns_and_advantages(buffer[indices], buffer, indices).returns.numpy()
+        returns = trainer.algorithm._add_returns_and_advantages(buffer[indices], buffer, indices).returns.cpu().numpy()
         assert returns[1] == pytest.approx(2.0)  # the terminated episode: nothing after its last reward
         with torch.no_grad():
             v_cut = float(critic(torch.tensor([[0.9, -0.5]])).reshape(()))
@@ -355,7 +355,7 @@ def test_dqn_bootstraps_truncated_episodes_from_the_cut_observation():
     for cut in (True, False):
         buffer = to_buffer(transitions(_bootstrap_episodes(cut), policy_space))
         indices = np.arange(len(buffer))
-        returns = trainer.algorithm._preprocess_batch(buffer[indices], buffer, indices).returns.numpy().reshape(-1)
+        returns = trainer.algorithm._preprocess_batch(buffer[indices], buffer, indices).returns.cpu().numpy().reshape(-1)
         assert returns[1] == pytest.approx(2.0)
         bootstrap = 0.9 * best_legal if cut else 0.0
         assert returns[3] == pytest.approx(1.0 + bootstrap, rel=1e-5)
@@ -366,7 +366,7 @@ def test_dqn_bootstraps_truncated_episodes_from_the_cut_observation():
     idle = attrs.evolve(second, final_mask=np.zeros(3, bool))
     buffer = to_buffer(transitions([ended, idle], policy_space))
     indices = np.arange(len(buffer))
-    returns = trainer.algorithm._preprocess_batch(buffer[indices], buffer, indices).returns.numpy().reshape(-1)
+    returns = trainer.algorithm._preprocess_batch(buffer[indices], buffer, indices).returns.cpu().numpy().reshape(-1)
     assert buffer.obs_next.mask[3].all()
     assert returns[3] == pytest.approx(1.0 + 0.9 * float(q_cut.max()), rel=1e-5)
 
