@@ -59,6 +59,26 @@ configured algorithms, so its figures moved too):
     a2c       leduc     25,982   64,795     2,106  0.40 (>= 0.5 no)  12.3 (>= 5 yes)  -
     a2c       tictactoe 21,466   33,798     3,240  0.64 (>= 0.5 yes)  6.6 (>= 5 yes)  -
 
+On a GPU (one H100 on a 16-core host, torch 2.11+cu130; 2026-11-25, main at 3096187):
+``--device cuda --steps 20000 --json`` and, on the same machine, ``--device cpu``. Per
+CPU-s as above (wall-clock figures are within 1% of them here; a waiting CUDA stream
+spins a core). The default 128×128 networks train no faster on the GPU than on one core:
+each gradient step is a dozen tiny kernels, launch-bound::
+
+    algorithm game       cuda train  cpu train  cuda/cpu  cuda tianshou  cpu tianshou
+    dqn       leduc           9,903      9,735      1.02          1,903         2,398
+    dqn       tictactoe       8,484     11,639      0.73          3,454         4,012
+    ppo       leduc           8,015     13,807      0.58          2,360         2,918
+    ppo       tictactoe       7,858     13,524      0.58          4,240         4,840
+    a2c       leduc          28,878     39,270      0.74          2,795         3,218
+    a2c       tictactoe      25,248     38,316      0.66          5,986         6,718
+
+With ``--algorithm-param hidden=[1024,1024] --algorithm-param batch_size=1024 --games
+leduc --no-tianshou`` (and ``torch_threads=16`` on the CPU), steps per wall-clock second:
+dqn 7,697 on the GPU vs 2,222 on 16 CPU threads (3.5×), ppo 8,781 vs 5,276 (1.7×).
+Tianshou's side runs on the GPU too; its ``MultiAgentPolicy`` needs the learner's acts as
+numpy there (:func:`_acts_to_numpy`).
+
 dqn's gradient steps (Tianshou's update: ~2.5 ms each at batch 256 on one core, about
 half of it Tianshou's per-step batching) set its pace; ppo's 4 epochs likewise.
 
