@@ -28,6 +28,11 @@ counts them) per CPU second of this process:
   ``batch_size`` rows has about half the learner's) and its next observation is the
   other seat's: its learning is not checked here, only its speed.
 
+* ``floor``: what the loop would reach if learning cost only its arithmetic: acting at
+  the rollout's speed plus the gradient steps the popmarl loop took, each timed as bare
+  torch on random tensors of the same shapes (:func:`torch_floor`). ``floor/rollout`` is
+  the most any implementation of these defaults could reach on this core.
+
 Ratios are train/rollout and train/tianshou, against the others measured in the same
 run, with the issue-15 targets (ppo, a2c: train ≥ 0.5× rollout; dqn ≥ 0.25×; all ≥ 5×
 Tianshou). dqn's replay ratio is gradient samples (gradient steps × batch size) per env
@@ -58,6 +63,27 @@ configured algorithms, so its figures moved too):
     ppo       tictactoe 12,492   33,881     2,923  0.37 (>= 0.5 no)   4.3 (>= 5 no)   -
     a2c       leduc     25,982   64,795     2,106  0.40 (>= 0.5 no)  12.3 (>= 5 yes)  -
     a2c       tictactoe 21,466   33,798     3,240  0.64 (>= 0.5 yes)  6.6 (>= 5 yes)  -
+
+The torch floor, 2026-11-25 (``--steps 20000 --no-tianshou``, main at 50d549f, 2-core
+machine): the loop runs at 63-84% of it, and the floor itself is below the targets of
+dqn on Leduc and of ppo on both games. With the defaults' replay ratio (8 samples per
+env step: 16 per learner decision) and ppo's 10 epochs, the arithmetic of the gradient
+steps alone costs more than the targets allow, whatever the framework does::
+
+    algorithm game       train  rollout  train/rollout  floor/rollout  target
+    dqn       leduc     14,331  118,244           0.12           0.19    0.25
+    dqn       tictactoe 12,613   76,370           0.17           0.26    0.25
+    ppo       leduc     15,531  101,605           0.15           0.23    0.5
+    ppo       tictactoe 14,039   57,389           0.24           0.36    0.5
+    a2c       leduc     46,248  102,223           0.45           0.71    0.5
+    a2c       tictactoe 41,255   58,730           0.70           0.84    0.5
+
+Bare torch steps (one core): dqn 1.15 ms per gradient step of 256 rows with 128×128
+networks (0.72 ms with 64×64), ppo 1.71 ms per minibatch of 256 (1.16 ms). Meeting the
+dqn target on Leduc needs a replay ratio of ~5 samples per env step or less, ppo's about
+4 epochs: the settings the defaults moved away from for learning quality (ppo with 4
+epochs left tic-tac-toe's second seat losing 24-27% against random; see
+``benchmarks/defaults.py``).
 
 On a GPU (one H100 on a 16-core host, torch 2.11+cu130; 2026-11-25, main at 3096187):
 ``--device cuda --steps 20000 --json`` and, on the same machine, ``--device cpu``. Per
@@ -196,8 +222,8 @@ def popmarl_train(setting: Setting, steps: int, profile: bool) -> dict[str, Any]
                            "train_env_steps": result.env_steps, "num_envs": config.training.num_envs,
                            "episodes_per_update": config.training.episodes_per_update}
     algorithm_config = algorithms[learner].config
-    if "gradient_steps" in metrics and hasattr(algorithm_config, "updates_per_step"):  # replay: dqn
-        out["gradient_steps"] = int(metrics["gradient_steps"])
+    out["gradient_steps"] = int(metrics.get("gradient_steps", 0))
+    if hasattr(algorithm_config, "updates_per_step"):  # replay: dqn
         out["replay_ratio"] = metrics["gradient_steps"] * algorithm_config.batch_size / result.env_steps
         out["configured_updates_per_learner_step"] = algorithm_config.updates_per_step
         out["learning_starts"] = algorithm_config.learning_starts
@@ -358,13 +384,114 @@ def tianshou_train(setting: Setting, steps: int, num_envs: int, episodes_per_upd
             "tianshou_env_steps": collected}
 
 
+def _cpu_ms(step: Any, repeats: int) -> float:
+    """CPU milliseconds per call of ``step`` (after one warm-up call)."""
+    step()
+    cpu = time.process_time()
+    for _ in range(repeats):
+        step()
+    return (time.process_time() - cpu) / repeats * 1e3
+
+
+def torch_floor(setting: Setting, row: Mapping[str, Any], repeats: int = 200) -> dict[str, float]:
+    """The learning loop's floor: acting at the rollout's speed plus the gradient steps
+    the popmarl loop took, each as bare torch on random tensors (the plugin's networks,
+    fused Adam, no buffers, batching, GAE or masks), on one core and on the CPU whatever
+    ``device`` says.
+
+    dqn: per gradient step of ``batch_size`` rows, a forward and backward pass of the
+    Q-network and the double-DQN target's two no-grad passes. ppo and a2c: per minibatch,
+    actor and critic forward and backward with the clipped (ppo) or plain (a2c) loss,
+    entropy, gradient clipping and Adam; minibatches hold ``epochs`` × learner rows /
+    gradient steps rows; learner rows are taken as the env steps over the number of seats
+    (one learner seat of two here), and each update's no-grad passes (old log-probs,
+    values of both observations) are added per row."""
+    import copy
+
+    from popmarl.population import AgentMapping
+    from popmarl.runner import build, policy_spaces
+    from popmarl_tianshou.nets import CategoricalActor, QNet, ValueCritic, feature_dim
+
+    config = setting.config()
+    env = build("envs", config.env, "env.params")
+    algorithm = build("algorithms", config.algorithm, "algorithm.params")
+    c = algorithm.config
+    space = policy_spaces(env, AgentMapping.resolve("per_player", env.agents))[env.agents[0]]
+    obs_dim, n_actions = feature_dim(space.observation_space), space.action_space.n
+    env_steps = row["train_env_steps"]
+    generator = torch.Generator().manual_seed(0)
+
+    def rand(*shape: int) -> torch.Tensor:
+        return torch.randn(*shape, generator=generator)
+
+    def actions(n: int) -> torch.Tensor:
+        return torch.randint(0, n_actions, (n, 1), generator=generator)
+
+    if setting.algorithm == "dqn":
+        rows = c.batch_size
+        online = QNet(obs_dim, n_actions, c.hidden).net
+        lagged = copy.deepcopy(online)
+        optim = torch.optim.Adam(online.parameters(), lr=c.lr, fused=True)
+        obs, obs_next, act, rew = rand(rows, obs_dim), rand(rows, obs_dim), actions(rows), rand(rows)
+
+        def step() -> None:
+            with torch.no_grad():
+                best = online(obs_next).argmax(1, keepdim=True)
+                target = rew + c.gamma * lagged(obs_next).gather(1, best).squeeze(1)
+            loss = (online(obs).gather(1, act).squeeze(1) - target).pow(2).mean()
+            optim.zero_grad(set_to_none=True)
+            loss.backward()
+            optim.step()
+
+        learning_ms = row["gradient_steps"] * _cpu_ms(step, repeats)
+    else:
+        learner_rows = env_steps / len(env.agents)
+        rows = max(1, round(c.epochs * learner_rows / max(row["gradient_steps"], 1)))
+        actor, critic = CategoricalActor(obs_dim, n_actions, c.hidden).net, ValueCritic(obs_dim, c.hidden).net
+        params = [*actor.parameters(), *critic.parameters()]
+        optim = torch.optim.Adam(params, lr=c.lr, fused=True)
+        obs, act, old_logp, advantage, ret = rand(rows, obs_dim), actions(rows), rand(rows), rand(rows), rand(rows)
+        clipped = setting.algorithm == "ppo"
+
+        def step() -> None:
+            logp_all = torch.log_softmax(actor(obs), -1)
+            logp = logp_all.gather(1, act).squeeze(1)
+            adv = (advantage - advantage.mean()) / (advantage.std() + 1e-8) if clipped else advantage
+            if clipped:
+                ratio = (logp - old_logp).exp()
+                actor_loss = -torch.min(ratio * adv, ratio.clamp(1 - c.clip, 1 + c.clip) * adv).mean()
+            else:
+                actor_loss = -(logp * adv).mean()
+            value_loss = (ret - critic(obs).squeeze(-1)).pow(2).mean()
+            entropy = -(logp_all.exp() * logp_all).sum(-1).mean()
+            loss = actor_loss + c.vf_coef * value_loss - c.ent_coef * entropy
+            optim.zero_grad(set_to_none=True)
+            loss.backward()
+            if c.max_grad_norm is not None:
+                torch.nn.utils.clip_grad_norm_(params, c.max_grad_norm)
+            optim.step()
+
+        def passes() -> None:  # per update row: old log-probs, values of obs and obs_next
+            with torch.no_grad():
+                actor(obs)
+                critic(obs)
+                critic(obs)
+
+        learning_ms = row["gradient_steps"] * _cpu_ms(step, repeats) + learner_rows / rows * _cpu_ms(passes, repeats)
+    acting_s = env_steps / row["rollout_steps_per_s"]
+    floor = env_steps / (acting_s + learning_ms / 1e3)
+    return {"floor_steps_per_s": floor, "floor_over_rollout": floor / row["rollout_steps_per_s"],
+            "floor_minibatch_rows": float(rows)}
+
+
 def measure(setting: Setting, steps: int, profile: bool, tianshou: bool) -> dict[str, Any]:
     row = popmarl_train(setting, steps, profile)
     row.update(popmarl_rollout(setting, steps, row["num_envs"]))
     row["train_over_rollout"] = row["train_steps_per_s"] / row["rollout_steps_per_s"]
     row["rollout_target"] = ROLLOUT_TARGET.get(setting.algorithm)
+    row.update(torch_floor(setting, row))
     if tianshou:
-        per_step = row["gradient_steps"] / row["train_env_steps"] if "gradient_steps" in row else None
+        per_step = row["gradient_steps"] / row["train_env_steps"] if "replay_ratio" in row else None
         row.update(tianshou_train(setting, steps, row["num_envs"], row["episodes_per_update"], per_step))
         row["train_over_tianshou"] = row["train_steps_per_s"] / row["tianshou_steps_per_s"]
         row["tianshou_target"] = TIANSHOU_TARGET
@@ -379,7 +506,7 @@ def met(value: float | None, target: float | None) -> str:
 
 def print_table(results: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> None:
     head = (f"{'algorithm':9s} {'game':10s} {'train/s':>9s} {'rollout/s':>10s} {'tianshou/s':>11s} "
-            f"{'train/rollout':>32s} {'train/tianshou':>30s}  replay ratio")
+            f"{'train/rollout':>32s} {'floor/rollout':>14s} {'train/tianshou':>30s}  replay ratio")
     print(head)
     print("-" * len(head))
     for name, games in results.items():
@@ -389,8 +516,10 @@ def print_table(results: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> None:
             print(f"{name:9s} {game:10s} {row['train_steps_per_s']:9,.0f} {row['rollout_steps_per_s']:10,.0f} "
                   f"{(f'{tianshou:,.0f}' if tianshou else '-'):>11s} "
                   f"{met(row['train_over_rollout'], row['rollout_target']):>32s} "
+                  f"{row['floor_over_rollout']:>13.2f}x "
                   f"{met(row.get('train_over_tianshou'), row.get('tianshou_target')):>30s}  {replay}")
-    print("steps per CPU second of this process; replay ratio: dqn gradient samples per env step")
+    print("steps per CPU second of this process; replay ratio: dqn gradient samples per env step; floor: acting "
+          "at the rollout's speed plus the same gradient steps as bare torch (torch_floor)")
 
 
 def main(argv: list[str] | None = None) -> None:

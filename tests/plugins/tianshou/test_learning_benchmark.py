@@ -1,5 +1,5 @@
 """``benchmarks/learning.py`` runs end to end at a tiny size: every algorithm and game it
-is asked for gets its three throughputs, and ``--json`` ends with them as one object."""
+is asked for gets its three throughputs and its torch floor, and ``--json`` ends with them as one object."""
 
 from __future__ import annotations
 
@@ -34,6 +34,11 @@ def test_learning_benchmark_json_last_line() -> None:
             assert row["rollout_target"] == (0.25 if algorithm == "dqn" else 0.5)
             assert row["tianshou_target"] == 5.0
             assert ("replay_ratio" in row) == (algorithm == "dqn")
+            # The floor adds the bare-torch gradient steps (none yet for dqn at this size:
+            # it starts learning after 1000 decisions) to acting at the rollout's speed.
+            assert (row["gradient_steps"] > 0) == (algorithm == "a2c")
+            assert 0 < row["floor_steps_per_s"] <= row["rollout_steps_per_s"]
+            assert row["floor_over_rollout"] == pytest.approx(row["floor_steps_per_s"] / row["rollout_steps_per_s"])
 
 
 def test_learning_benchmark_bad_param_is_one_line_exit_2() -> None:
