@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import ray
 
 import popmarl
 from popmarl.errors import ConfigError, UserError
@@ -37,8 +38,24 @@ def test_bad_address_exits_2_with_one_line(write_config: Callable[..., Path], ru
 
 
 def test_more_cpus_than_the_local_ray_has(tmp_path: Path) -> None:
-    with pytest.raises(RayBackendError, match=r"^ray backend: the run needs 3 CPUs .* the Ray cluster has 2 CPUs"):
+    with pytest.raises(RayBackendError) as info:
         run({**MATRIX_EXACT, "backend": ray_backend(num_rollout_workers=3)}, tmp_path / "run")
+    assert str(info.value).startswith("ray backend: the run needs 3 CPUs and 0 GPUs (3 workers x 1 CPU + 2 learners x 0 "
+                                      "CPU); the Ray cluster has 2 CPUs and 0 GPUs; lower num_rollout_workers, "
+                                      "num_cpus_per_worker or num_cpus_per_learner")
+    assert "num_gpus_per_learner" not in str(info.value)
+
+
+def test_more_gpus_than_the_local_ray_has_names_num_gpus_per_learner(tmp_path: Path) -> None:
+    """Found on a one-GPU machine: two learners of 1 GPU each were told to lower the CPUs."""
+    gpus = ray.cluster_resources().get("GPU", 0.0)
+    with pytest.raises(RayBackendError) as info:
+        run({**MATRIX_EXACT, "backend": ray_backend(num_rollout_workers=1, num_gpus_per_learner=gpus + 1)},
+            tmp_path / "run")
+    message = str(info.value)
+    assert message.endswith("GPUs; lower num_gpus_per_learner (a fraction shares a GPU: 0.5 puts two learners on one)")
+    assert "num_rollout_workers" not in message and "\n" not in message
+    assert not (tmp_path / "run").exists()
 
 
 def test_bad_parameters_are_config_errors(tmp_path: Path) -> None:

@@ -139,11 +139,15 @@ class RayBackend(Backend):
         cpus = c.num_rollout_workers * c.num_cpus_per_worker + len(self.populations) * c.num_cpus_per_learner
         gpus = len(self.populations) * c.num_gpus_per_learner
         total = ray.cluster_resources()
-        if cpus <= total.get("CPU", 0.0) + 1e-9 and gpus <= total.get("GPU", 0.0) + 1e-9:
+        hints = []
+        if cpus > total.get("CPU", 0.0) + 1e-9:
+            hints.append("lower num_rollout_workers, num_cpus_per_worker or num_cpus_per_learner")
+        if gpus > total.get("GPU", 0.0) + 1e-9:
+            hints.append("lower num_gpus_per_learner (a fraction shares a GPU: 0.5 puts two learners on one)")
+        if not hints:
             return
         message = (f"ray backend: the run needs {cpus:g} CPUs and {gpus:g} GPUs ({self._needs()}); the Ray cluster has "
-                   f"{total.get('CPU', 0.0):g} CPUs and {total.get('GPU', 0.0):g} GPUs; lower num_rollout_workers or "
-                   "num_cpus_per_worker")
+                   f"{total.get('CPU', 0.0):g} CPUs and {total.get('GPU', 0.0):g} GPUs; {'; '.join(hints)}")
         if c.local:
             raise RayBackendError(message)
         warnings.warn(message + " (waiting for the cluster to scale up)", stacklevel=2)
