@@ -129,13 +129,39 @@ def test_a_gpu_index_out_of_range_is_a_config_error() -> None:
     assert "\n" not in message
 
 
+@pytest.mark.parametrize("field", ["device", "acting_device"])
 @pytest.mark.parametrize("value", ["gpu", "cuda:x", "CUDA", "cuda:", "cuda:-1", " cpu", "cpu:0", "mps"])
 @pytest.mark.parametrize("name", ALGORITHMS)
-def test_a_malformed_device_names_the_field_and_the_allowed_forms(name: str, value: str) -> None:
+def test_a_malformed_device_names_the_field_and_the_allowed_forms(name: str, value: str, field: str) -> None:
     with pytest.raises(ConfigError) as info:
-        popmarl.validate({"env": "matrix", "algorithm": {"name": name, "params": {"device": value}}})
-    assert str(info.value) == (f"algorithm.params.device: must be auto, cpu, cuda or cuda:N (N a GPU index), "
+        popmarl.validate({"env": "matrix", "algorithm": {"name": name, "params": {field: value}}})
+    assert str(info.value) == (f"algorithm.params.{field}: must be auto, cpu, cuda or cuda:N (N a GPU index), "
                                f"got {value!r}")
+
+
+def test_acting_on_a_gpu_torch_does_not_see_is_a_one_line_config_error(tmp_path: Path, write_config, run_cli) -> None:
+    config = write_config(algorithm={"name": "ppo", "params": {"acting_device": "cuda"}})
+    result = run_cli("run", config, "--out", "out", env=NO_GPU)
+    assert result.returncode == 2, result
+    assert result.stderr.strip() == ("popmarl: error: algorithm.params.acting_device: cuda requested but torch sees "
+                                     "no GPU (torch.cuda.is_available() is False); use auto or cpu"), result
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("name", ALGORITHMS)
+def test_policies_act_on_the_cpu_unless_configured(name: str) -> None:
+    """``acting_device`` defaults to ``cpu`` whatever ``device`` is; ``auto`` is the
+    GPU where torch sees one; a trainer updating where its policy acts trains the
+    policy's own modules."""
+    assert algorithm(name).config.acting_device == "cpu"
+    gpu = torch.device("cuda", 0) if torch.cuda.is_available() else torch.device("cpu")
+    for acting, expected in (("cpu", torch.device("cpu")), ("auto", gpu)):
+        policy = algorithm(name, hidden=[8], acting_device=acting).make_policy(space=BANDIT.space, seed=0)
+        assert isinstance(policy, TorchPolicy)
+        assert policy.device == expected and all(p.device == expected for p in parameters(policy))
+    for device, acting in (("cpu", "cpu"), ("auto", "auto")):
+        assert not algorithm(name, device=device, acting_device=acting).placement().separate
+    assert algorithm(name, device="auto", acting_device="cpu").placement().separate == torch.cuda.is_available()
 
 
 def test_a_per_population_device_error_names_its_population() -> None:
@@ -293,6 +319,43 @@ def test_a_gpu_trainer_state_resumes_on_the_cpu_and_back(name: str) -> None:
 def test_a_psro_run_with_device_cuda_completes_and_stores_cpu_arrays(tmp_path: Path, name: str) -> None:
     summary, run_dir = run_psro(tmp_path, name, env={"name": "matrix", "params": {"game": "rps"}},
                                 algorithm={"name": name, "params": {"device": "cuda", "hidden": [16]}},
+                                solver={"name": "uniform"}, stopping={"max_iterations": 2},
+                                training={"max_env_steps": 600, "num_envs": 16})
+    assert summary["status"] == "completed"
+    trained = RunDirectory(run_dir).load_policy("player_0/2")
+    assert all(isinstance(value, np.ndarray) and value.dtype != object for value in trained.values())
+
+
+@requires_gpu
+@pytest.mark.parametrize("name", ALGORITHMS)
+def test_on_a_gpu_policies_acting_there_act_as_on_the_cpu(name: str) -> None:
+    """``acting_device: cuda``: the policy's modules are on the GPU, its probabilities
+    and Q-values match the same weights on the CPU, its weights publish as CPU arrays,
+    and a trainer updating on the same GPU trains the policy's own modules (no copies)."""
+    cpu_policy = algorithm(name, **SMALL[name]).make_policy(space=BANDIT.space, seed=0)
+    gpu_algo = algorithm(name, **SMALL[name], device="cuda", acting_device="cuda")
+    gpu_policy = gpu_algo.make_policy(space=BANDIT.space, seed=0)
+    assert isinstance(gpu_policy, TorchPolicy) and gpu_policy.device.type == "cuda"
+    weights = gpu_policy.get_weights()
+    assert all(isinstance(value, np.ndarray) for value in weights.values())
+    cpu_policy.set_weights(weights)
+    _, batch = BANDIT.decisions(64, np.random.default_rng(0))
+    np.testing.assert_allclose(gpu_policy.probabilities(batch), cpu_policy.probabilities(batch), atol=1e-5)
+    actions = gpu_policy.act(batch, explore=True, rng=np.random.default_rng(1))
+    assert actions.shape == (64,) and np.all(batch.mask[np.arange(64), actions])
+    policy, trainer = learner(gpu_algo, BANDIT.space)
+    assert trained_modules(trainer) == list(policy.modules.values())  # trained where it acts: no copies
+    rng = np.random.default_rng(2)
+    for _ in range(3):
+        assert "loss" in trainer.update(bandit(policy, rng))
+    assert all(p.device.type == "cuda" for p in parameters(policy))
+
+
+@requires_gpu
+def test_a_psro_run_acting_on_the_gpu_completes(tmp_path: Path) -> None:
+    summary, run_dir = run_psro(tmp_path, "ppo", env={"name": "matrix", "params": {"game": "rps"}},
+                                algorithm={"name": "ppo", "params": {"device": "cuda", "acting_device": "cuda",
+                                                                     "hidden": [16]}},
                                 solver={"name": "uniform"}, stopping={"max_iterations": 2},
                                 training={"max_env_steps": 600, "num_envs": 16})
     assert summary["status"] == "completed"

@@ -27,8 +27,8 @@ class A2CConfig:
     """A2C. Each update takes ``epochs`` passes over the episodes just collected, in
     minibatches of ``batch_size`` transitions (``None``: one step on the whole batch).
     ``log_std_init`` and ``deterministic_eval`` apply to Box actions only. ``device`` is
-    where the updates run (``auto``, ``cpu``, ``cuda``, ``cuda:N``; see
-    :mod:`popmarl_tianshou.device`)."""
+    where the updates run (``auto``, ``cpu``, ``cuda``, ``cuda:N``), ``acting_device``
+    where the policies act (``cpu`` unless configured; see :mod:`popmarl_tianshou.device`)."""
 
     lr: float = attrs.field(default=1e-3, validator=positive)
     hidden: list[int] = attrs.field(factory=lambda: [128, 128], validator=layer_widths)
@@ -43,6 +43,7 @@ class A2CConfig:
     deterministic_eval: bool = False
     torch_threads: int = attrs.field(default=1, validator=at_least_one)
     device: str = attrs.field(default="auto", validator=device_validator)
+    acting_device: str = attrs.field(default="cpu", validator=device_validator)
 
 
 class A2C(ActorCriticAlgorithm):

@@ -110,7 +110,8 @@ class ActorCriticAlgorithm(OnDevice, Algorithm):
     """An actor-critic oracle; subclasses say which Tianshou update they use.
 
     Their configs have at least ``lr``, ``hidden``, ``batch_size``, ``epochs``,
-    ``log_std_init``, ``deterministic_eval``, ``torch_threads`` and ``device``.
+    ``log_std_init``, ``deterministic_eval``, ``torch_threads``, ``device`` and
+    ``acting_device``.
 
     On-policy (:attr:`~popmarl.algorithm.Algorithm.on_policy`): Tianshou computes the
     behaviour log-probabilities (PPO's "old" ones) and the advantages with the weights
@@ -127,9 +128,9 @@ class ActorCriticAlgorithm(OnDevice, Algorithm):
         obs_dim, out = feature_dim(space.observation_space), action_dim(space.action_space)
         with seeded(seed):
             if isinstance(space.action_space, Discrete):
-                return CategoricalPolicy(space=space, actor=CategoricalActor(obs_dim, out, c.hidden))
+                return CategoricalPolicy(space=space, actor=CategoricalActor(obs_dim, out, c.hidden).to(self.acting()))
             actor = GaussianActor(obs_dim, out, c.hidden, c.log_std_init)
-        return GaussianPolicy(space=space, actor=actor, deterministic_eval=c.deterministic_eval)
+        return GaussianPolicy(space=space, actor=actor.to(self.acting()), deterministic_eval=c.deterministic_eval)
 
     def initial_policy(self, *, space: PolicySpace, seed: int) -> ActorPolicy:
         return uniform_initial(self.make_policy(space=space, seed=seed))

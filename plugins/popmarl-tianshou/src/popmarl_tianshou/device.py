@@ -1,14 +1,18 @@
-"""Where a trainer's updates run: the ``device`` parameter of ``dqn``, ``ppo`` and ``a2c``.
+"""Where the torch algorithms compute: the ``device`` (updates) and ``acting_device``
+(policies) parameters of ``dqn``, ``ppo`` and ``a2c``.
 
-``device`` is ``auto`` (a GPU when ``torch.cuda.is_available()``, else the CPU), ``cpu``,
-``cuda`` or ``cuda:N``. Policies always act on the CPU (rollout workers, frozen
-policies, the learner's own policy); only the trainer's gradient steps move:
+Each is ``auto`` (a GPU when ``torch.cuda.is_available()``, else the CPU), ``cpu``,
+``cuda`` or ``cuda:N``. ``device`` defaults to ``auto``, ``acting_device`` to ``cpu``:
+policies (rollout workers, frozen policies, the learner's own policy) act on the CPU
+unless configured, since the small batches of acting are launch-bound on a GPU; with
+large networks and many parallel games, batched inference on a GPU can pay. Weights are
+published as CPU arrays either way. The trainer:
 
-- on the CPU the trainer trains the policy's own modules (no copies at all);
-- on a GPU it trains device copies of them (its critic and target network live only
-  there), and :meth:`DeviceCopies.training` copies the policy's parameters to the device
-  before each ``update`` (they may have been set since) and back after it: two copies
-  per update, not per gradient step.
+- where it updates on the acting device, trains the policy's own modules (no copies);
+- elsewhere (e.g. a GPU trainer of a CPU policy) trains copies of them on its device
+  (its critic and target network live only there), and :meth:`DeviceCopies.training`
+  copies the policy's parameters there before each ``update`` (they may have been set
+  since) and back after it: two copies per update, not per gradient step.
 
 Asking for a GPU torch does not see is a config error, raised when the config is
 validated (before a run writes anything) and wherever the algorithm is built.
@@ -65,16 +69,15 @@ def resolve_device(spec: str) -> torch.device:
 @attrs.frozen(kw_only=True)
 class Placement:
     """Where a trainer updates, and whether it trains copies of the policy's modules
-    (``separate``; always on a GPU, never by default on the CPU, where the policy's own
-    modules are trained)."""
+    (``separate``: when the policies act elsewhere)."""
 
     device: torch.device
     separate: bool
 
     @classmethod
-    def of(cls, spec: str) -> Placement:
+    def of(cls, spec: str, acting: str = "cpu") -> Placement:
         device = resolve_device(spec)
-        return cls(device=device, separate=device.type != "cpu")
+        return cls(device=device, separate=_indexed(device) != _indexed(resolve_device(acting)))
 
 
 class DeviceCopies:
@@ -107,13 +110,26 @@ class DeviceCopies:
             policy_module.load_state_dict(trained.state_dict())
 
 
+def _indexed(device: torch.device) -> torch.device:
+    """``cuda`` as ``cuda:N`` of the current GPU, so that ``cuda`` and ``cuda:0`` compare
+    equal where GPU 0 is current; other devices unchanged."""
+    if device.type == "cuda" and device.index is None:
+        return torch.device("cuda", torch.cuda.current_device())
+    return device
+
+
 class OnDevice:
-    """Mixin of the algorithms whose config has a ``device``: where their trainers update."""
+    """Mixin of the algorithms whose config has ``device`` and ``acting_device``: where
+    their trainers update and their policies act."""
 
     config: Any
 
     def placement(self) -> Placement:
-        return Placement.of(self.config.device)
+        return Placement.of(self.config.device, self.config.acting_device)
+
+    def acting(self) -> torch.device:
+        """Where this algorithm's policies act."""
+        return resolve_device(self.config.acting_device)
 
 
 __all__ = ["FORMS", "DeviceCopies", "OnDevice", "Placement", "check_device", "device_validator", "resolve_device"]

@@ -49,7 +49,8 @@ class DQNConfig:
     every ``target_update_freq`` gradient steps (0: no target network); ε decays
     linearly from ``eps_start`` to ``eps_end`` over ``eps_decay_steps``. ``huber_delta``
     switches the TD loss from squared error to Huber. ``device`` is where the gradient
-    steps run (``auto``, ``cpu``, ``cuda``, ``cuda:N``; see :mod:`popmarl_tianshou.device`).
+    steps run (``auto``, ``cpu``, ``cuda``, ``cuda:N``), ``acting_device`` where the
+    policies act (``cpu`` unless configured; see :mod:`popmarl_tianshou.device`).
     The defaults are tuned as PSRO oracles for Kuhn and Leduc poker (returns of a few
     chips, episodes of a few steps).
     """
@@ -70,6 +71,7 @@ class DQNConfig:
     huber_delta: float | None = attrs.field(default=None, validator=optional(positive))
     torch_threads: int = attrs.field(default=1, validator=at_least_one)
     device: str = attrs.field(default="auto", validator=device_validator)
+    acting_device: str = attrs.field(default="cpu", validator=device_validator)
 
 
 class MaskedDQN(TianshouDQN):
@@ -220,7 +222,7 @@ class DQN(OnDevice, Algorithm):
         set_torch_threads(self.config.torch_threads)
         with seeded(seed):
             qnet = QNet(feature_dim(space.observation_space), n_actions, self.config.hidden)
-        return QPolicy(space=space, qnet=qnet)
+        return QPolicy(space=space, qnet=qnet.to(self.acting()))
 
     def initial_policy(self, *, space: PolicySpace, seed: int) -> QPolicy:
         return uniform_initial(self.make_policy(space=space, seed=seed))

@@ -46,9 +46,22 @@ class TorchPolicy(Policy):
         self.modules = dict(modules)
         self.uniform = False
 
+    @property
+    def device(self) -> torch.device:
+        """Where the policy acts: its modules' device (``acting_device``)."""
+        module = next(iter(self.modules.values()))
+        return next(module.parameters()).device
+
     def features(self, batch: Observations) -> torch.Tensor:
-        """The batch's observations as a ``[B, D]`` float tensor."""
-        return torch.from_numpy(np.ascontiguousarray(features(self.space.observation_space, batch.obs)))
+        """The batch's observations as a ``[B, D]`` float tensor on the policy's device."""
+        x = torch.from_numpy(np.ascontiguousarray(features(self.space.observation_space, batch.obs)))
+        return x if self.device.type == "cpu" else x.to(self.device)
+
+    def mask(self, batch: Observations) -> torch.Tensor | None:
+        """The batch's legal-action mask as a bool tensor on the policy's device."""
+        if batch.mask is None:
+            return None
+        return torch.as_tensor(np.asarray(batch.mask), dtype=torch.bool, device=self.device)
 
     def extra_weights(self) -> dict[str, np.ndarray]:
         """Non-parameter state that travels with the weights (none by default)."""
@@ -104,8 +117,7 @@ class QPolicy(TorchPolicy, ExplicitPolicy):
         """``[B, n_actions]`` Q-values, -inf on illegal actions."""
         with torch.no_grad():
             q = self.qnet(self.features(batch))[0]
-            mask = None if batch.mask is None else torch.as_tensor(np.asarray(batch.mask), dtype=torch.bool)
-            return mask_logits(q, mask).numpy()
+            return mask_logits(q, self.mask(batch)).cpu().numpy()
 
     def probabilities(self, batch: Observations) -> np.ndarray:
         if self.uniform:
@@ -143,10 +155,8 @@ class CategoricalPolicy(TorchPolicy, ExplicitPolicy):
         if self.uniform:
             return masked_uniform(batch.mask, len(batch), self.n_actions)
         with torch.no_grad():
-            obs = self.features(batch)
-            mask = None if batch.mask is None else torch.as_tensor(np.asarray(batch.mask), dtype=torch.bool)
-            logits = self.actor(obs)[0]
-            probs = torch.softmax(mask_logits(logits, mask).double(), dim=1).numpy()
+            logits = self.actor(self.features(batch))[0]
+            probs = torch.softmax(mask_logits(logits, self.mask(batch)).double(), dim=1).cpu().numpy()
         return probs / probs.sum(axis=1, keepdims=True)
 
 
@@ -173,6 +183,6 @@ class GaussianPolicy(TorchPolicy):
             return self.box.sample(rng, n=len(batch))
         with torch.no_grad():
             loc_t, scale_t = self.actor(self.features(batch))[0]
-        loc, scale = loc_t.numpy(), scale_t.numpy()
+        loc, scale = loc_t.cpu().numpy(), scale_t.cpu().numpy()
         action = loc if (self.deterministic_eval and not explore) else loc + scale * rng.standard_normal(loc.shape)
         return action.reshape(len(batch), *self.box.shape).astype(self.box.dtype)

@@ -31,7 +31,8 @@ class PPOConfig:
     same way; ``advantage_normalization`` standardises advantages per minibatch.
     ``log_std_init`` and ``deterministic_eval`` (play the mean when not exploring)
     apply to Box actions only. ``device`` is where the updates run (``auto``, ``cpu``,
-    ``cuda``, ``cuda:N``; see :mod:`popmarl_tianshou.device`). ``lr`` 3e-3: as a
+    ``cuda``, ``cuda:N``), ``acting_device`` where the policies act (``cpu`` unless
+    configured; see :mod:`popmarl_tianshou.device`). ``lr`` 3e-3: as a
     best response (Leduc against a uniform opponent, Nim as the second player) 1e-3
     learned too slowly within a PSRO budget. ``epochs`` 10 (Stable-Baselines3's default
     too): a best response's default budget, 20,000 env steps, is only ~20 updates of 128
@@ -57,6 +58,7 @@ class PPOConfig:
     deterministic_eval: bool = False
     torch_threads: int = attrs.field(default=1, validator=at_least_one)
     device: str = attrs.field(default="auto", validator=device_validator)
+    acting_device: str = attrs.field(default="cpu", validator=device_validator)
 
 
 class PPO(ActorCriticAlgorithm):
