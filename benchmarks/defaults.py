@@ -94,6 +94,11 @@ not the defaults. The tic-tac-toe ppo check, seed 0, re-measured the same day in
 install: 0.007 / 0.153, also at b81551e, whose code gave the 0.016 / 0.069 above; the
 runs are deterministic (twice the same figures), so something outside popmarl's code (a
 library version, an environment variable) changed the outcome; not tracked down.
+
+ppo on tic-tac-toe without the entropy bonus, 2026-11-25 (``--set
+algorithm.params.ent_coef=0.0``; ppo's policies sample when evaluated, so a flatter
+policy blunders more): seed 0 0.003 / 0.030, but seeds 1 and 2 0.027 / 0.134 and 0.009 /
+0.117; ``ent_coef`` 0.003, seed 0: 0.008 / 0.144. Not the second seat's fix; left at 0.01.
 """
 
 from __future__ import annotations
