@@ -4,9 +4,10 @@
 Each is ``auto`` (a GPU when ``torch.cuda.is_available()``, else the CPU), ``cpu``,
 ``cuda`` or ``cuda:N``. ``device`` defaults to ``auto``, ``acting_device`` to ``cpu``:
 policies (rollout workers, frozen policies, the learner's own policy) act on the CPU
-unless configured, since the small batches of acting are launch-bound on a GPU; with
-large networks and many parallel games, batched inference on a GPU can pay. Weights are
-published as CPU arrays either way. The trainer:
+unless configured: with the default small networks even the updates ran no faster on an
+H100 than on one CPU core (``benchmarks/learning.py``), and acting's batches are smaller;
+with wide networks and many parallel games, batched inference on a GPU can pay. Weights
+are published as CPU arrays either way. The trainer:
 
 - where it updates on the acting device, trains the policy's own modules (no copies);
 - elsewhere (e.g. a GPU trainer of a CPU policy) trains copies of them on its device
