@@ -106,7 +106,7 @@ Tianshou's side runs on the GPU too; its ``MultiAgentPolicy`` needs the learner'
 numpy there (:func:`_acts_to_numpy`).
 
 dqn's gradient steps (Tianshou's update: ~2.5 ms each at batch 256 on one core, about
-half of it Tianshou's per-step batching) set its pace; ppo's 4 epochs likewise.
+half of it Tianshou's per-step batching) set its pace; ppo's epochs (4 then, 10 now) likewise.
 
     python benchmarks/learning.py [--algorithms dqn ppo a2c] [--games leduc tictactoe]
         [--steps 50000] [--device cpu] [--profile] [--algorithm-param K=V ...] [--json]
