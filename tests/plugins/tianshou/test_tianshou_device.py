@@ -24,7 +24,7 @@ import popmarl
 from popmarl.algorithm import Algorithm, PolicySpace
 from popmarl.errors import ConfigError
 from popmarl.policy import Policy
-from popmarl.records import Episode
+from popmarl.records import Episode, Weights
 from popmarl.rundir import RunDirectory
 from popmarl.trainer import Trainer
 from popmarl_tianshou.device import Placement, resolve_device
@@ -66,6 +66,24 @@ def trained_modules(trainer: Trainer) -> list[torch.nn.Module]:
     return [getattr(tianshou_policy, "model", None) or tianshou_policy.actor]
 
 
+def completed_rps_run(tmp_path: Path, name: str, params: dict[str, Any], *, iterations: int) -> Path:
+    """A small psro run of ``name`` with ``params`` on rock-paper-scissors, which must
+    complete; its run directory."""
+    summary, run_dir = run_psro(tmp_path, name, env={"name": "matrix", "params": {"game": "rps"}},
+                                algorithm={"name": name, "params": {**params, "hidden": [16]}},
+                                solver={"name": "uniform"}, stopping={"max_iterations": iterations},
+                                training={"max_env_steps": 600, "num_envs": 16})
+    assert summary["status"] == "completed"
+    return run_dir
+
+
+def stored_arrays(run_dir: Path, policy_id: str) -> Weights:
+    """The stored weights of ``policy_id``, which must be plain (CPU) numpy arrays."""
+    trained = RunDirectory(run_dir).load_policy(policy_id)
+    assert all(isinstance(value, np.ndarray) and value.dtype != object for value in trained.values())
+    return trained
+
+
 # -- cpu and auto ---------------------------------------------------------------------------
 @pytest.mark.parametrize("device", ["cpu", "auto"])
 @pytest.mark.parametrize("name", ALGORITHMS)
@@ -90,16 +108,9 @@ def test_cpu_and_auto_train_the_policys_own_modules_and_publish_cpu_arrays(name:
 
 @pytest.mark.parametrize("name", ALGORITHMS)
 def test_a_run_with_device_cpu_trains_and_stores_cpu_arrays(tmp_path: Path, name: str) -> None:
-    summary, run_dir = run_psro(tmp_path, name, env={"name": "matrix", "params": {"game": "rps"}},
-                                algorithm={"name": name, "params": {"device": "cpu", "hidden": [16]}},
-                                solver={"name": "uniform"}, stopping={"max_iterations": 1},
-                                training={"max_env_steps": 600, "num_envs": 16})
-    assert summary["status"] == "completed"
+    run_dir = completed_rps_run(tmp_path, name, {"device": "cpu"}, iterations=1)
     assert yaml.safe_load((run_dir / "config.yaml").read_text())["algorithm"]["params"]["device"] == "cpu"
-    stored = RunDirectory(run_dir)
-    trained = stored.load_policy("player_0/1")
-    assert all(isinstance(value, np.ndarray) and value.dtype != object for value in trained.values())
-    assert not trained["initial.uniform"]
+    assert not stored_arrays(run_dir, "player_0/1")["initial.uniform"]
 
 
 # -- a GPU torch does not see, and malformed values ---------------------------------------
@@ -317,13 +328,7 @@ def test_a_gpu_trainer_state_resumes_on_the_cpu_and_back(name: str) -> None:
 @requires_gpu
 @pytest.mark.parametrize("name", ALGORITHMS)
 def test_a_psro_run_with_device_cuda_completes_and_stores_cpu_arrays(tmp_path: Path, name: str) -> None:
-    summary, run_dir = run_psro(tmp_path, name, env={"name": "matrix", "params": {"game": "rps"}},
-                                algorithm={"name": name, "params": {"device": "cuda", "hidden": [16]}},
-                                solver={"name": "uniform"}, stopping={"max_iterations": 2},
-                                training={"max_env_steps": 600, "num_envs": 16})
-    assert summary["status"] == "completed"
-    trained = RunDirectory(run_dir).load_policy("player_0/2")
-    assert all(isinstance(value, np.ndarray) and value.dtype != object for value in trained.values())
+    stored_arrays(completed_rps_run(tmp_path, name, {"device": "cuda"}, iterations=2), "player_0/2")
 
 
 @requires_gpu
@@ -353,11 +358,5 @@ def test_on_a_gpu_policies_acting_there_act_as_on_the_cpu(name: str) -> None:
 
 @requires_gpu
 def test_a_psro_run_acting_on_the_gpu_completes(tmp_path: Path) -> None:
-    summary, run_dir = run_psro(tmp_path, "ppo", env={"name": "matrix", "params": {"game": "rps"}},
-                                algorithm={"name": "ppo", "params": {"device": "cuda", "acting_device": "cuda",
-                                                                     "hidden": [16]}},
-                                solver={"name": "uniform"}, stopping={"max_iterations": 2},
-                                training={"max_env_steps": 600, "num_envs": 16})
-    assert summary["status"] == "completed"
-    trained = RunDirectory(run_dir).load_policy("player_0/2")
-    assert all(isinstance(value, np.ndarray) and value.dtype != object for value in trained.values())
+    run_dir = completed_rps_run(tmp_path, "ppo", {"device": "cuda", "acting_device": "cuda"}, iterations=2)
+    stored_arrays(run_dir, "player_0/2")

@@ -24,7 +24,9 @@ from popmarl.policy import ExplicitPolicy, Policy, masked_uniform, sample_rows
 from popmarl.records import Observations, Weights
 from popmarl.spaces import Box, Discrete
 
-from popmarl_tianshou.nets import CategoricalActor, GaussianActor, QNet, features, mask_logits
+from popmarl_tianshou.nets import CategoricalActor, GaussianActor, Net, QNet, features, mask_logits
+
+CPU = torch.device("cpu")
 
 
 def set_torch_threads(threads: int) -> None:
@@ -45,12 +47,16 @@ class TorchPolicy(Policy):
         self.space = space
         self.modules = dict(modules)
         self.uniform = False
+        self._first = next(iter(self.modules.values()))
 
     @property
     def device(self) -> torch.device:
-        """Where the policy acts: its modules' device (``acting_device``)."""
-        module = next(iter(self.modules.values()))
-        return next(module.parameters()).device
+        """Where the policy acts: its modules' device (``acting_device``), as its network
+        tracks it (:class:`~popmarl_tianshou.nets.Net`; this is on the acting path)."""
+        first = self._first
+        if isinstance(first, Net):
+            return first.input_device or CPU
+        return next(first.parameters()).device
 
     def features(self, batch: Observations) -> torch.Tensor:
         """The batch's observations as a ``[B, D]`` float tensor on the policy's device."""
