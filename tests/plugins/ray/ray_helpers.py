@@ -3,6 +3,7 @@ torch, and a backend that kills or freezes its own actors on cue."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import sys
@@ -24,6 +25,7 @@ from popmarl.records import EvalResult, EvalTask, Episode, Observations, TrainRe
 from popmarl.spaces import Discrete
 from popmarl.trainer import Trainer, TrainerState
 from popmarl_ray import RayBackend
+from popmarl_ray.servers import EpisodeServerActor
 
 # Classes of this module reach the Ray actors by value (the workers cannot import it).
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -236,6 +238,17 @@ class KillingBackend(RayBackend):
     def train(self, tasks: Sequence[TrainTask]) -> list[TrainResult]:
         self._before("train")
         return super().train(tasks)
+
+
+class SlowToCloseEpisodeServer(EpisodeServerActor):
+    """The episode server, dropping a closed key's stream only after ``CLOSE_DELAY_S``
+    (as when Ray runs a later call to this async actor first)."""
+
+    CLOSE_DELAY_S = 0.5
+
+    async def close(self, key: str) -> None:
+        await asyncio.sleep(self.CLOSE_DELAY_S)
+        await super().close(key)
 
 
 def with_killing_backend(monkeypatch: Any, plan: Mapping[tuple[str, int], Callable[[KillingBackend], None]]) -> None:

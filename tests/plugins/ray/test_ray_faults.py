@@ -22,6 +22,7 @@ from ray_helpers import (
     MATRIX_EXACT,
     STOPPED,
     KillingBackend,
+    SlowToCloseEpisodeServer,
     kill_pid,
     pid_alive,
     run,
@@ -196,6 +197,23 @@ def test_killed_servers_are_replaced_and_the_run_goes_on(tmp_path: Path, monkeyp
     # Every training attempt's state was dropped from the servers once it ended.
     evaluations = [s for k, s in zip(backend.call_kinds, backend.seen_streams) if k == "evaluate"]
     assert evaluations and all(s == (0, 0) for s in evaluations)
+
+
+def test_train_returns_once_the_servers_dropped_its_attempts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The episode server is an async actor: a close sent before the next call may run
+    after it. ``train`` waits for its closes, so every evaluation after it finds the
+    servers empty even when closing is slow (it failed 1 run in ~30 on CI as a race)."""
+    import popmarl_ray.backend
+
+    with_bandit(monkeypatch)
+    monkeypatch.setattr(popmarl_ray.backend, "EpisodeServerActor", SlowToCloseEpisodeServer)
+    with_killing_backend(monkeypatch, {})
+    summary = run_within({**LEARNING, "stopping": {"max_iterations": 2}, "backend": _killing()}, tmp_path / "run", 120)
+    assert summary["status"] == "completed"
+    backend = KillingBackend.last
+    assert backend is not None
+    evaluations = [s for k, s in zip(backend.call_kinds, backend.seen_streams) if k == "evaluate"]
+    assert len(evaluations) == 3 and all(s == (0, 0) for s in evaluations)
 
 
 

@@ -191,6 +191,7 @@ class Training:
         self.busy_since = [0.0] * len(workers)  # when each worker last started or finished a call
         self.attempts: list[_Attempt] = []
         self.sent = 0
+        self.cleanups: list[ray.ObjectRef] = []  # closes and drops on the servers, awaited before returning
 
     def run(self, tasks: Sequence[TrainTask]) -> list[TrainResult]:
         self.attempts = [_Attempt(task=t, slot=self.placement.slot(t), task_ref=ray.put(t), serial=next(self.serials))
@@ -205,6 +206,11 @@ class Training:
             else:
                 self._check_deadlines()
             self._feed([a for a in self.attempts if a.collecting and a.result is None])
+        # Returning once the servers dropped the attempts' state: the next call finds them
+        # empty (an async actor may run a later call first). A dead server's failed call is
+        # ready as well; the next call replaces that server.
+        if self.cleanups:
+            ray.wait(self.cleanups, num_returns=len(self.cleanups), timeout=SERVER_PROBE_S)
         return [a.result for a in self.attempts if a.result is not None]
 
     def _call(self, ref: ray.ObjectRef, kind: str, a: _Attempt, slot: int, generation: int) -> None:
@@ -237,8 +243,7 @@ class Training:
 
     def _end(self, a: _Attempt) -> None:
         """Close the attempt's queue and forget its weights on the servers."""
-        self.servers.data.close.remote(a.key)
-        self.servers.params.drop.remote(a.key)
+        self.cleanups += [self.servers.data.close.remote(a.key), self.servers.params.drop.remote(a.key)]
         a.collecting = False
 
     # -- deadlines ----------------------------------------------------------------------
@@ -305,7 +310,7 @@ class Training:
         self.server_retries.failed("servers", RuntimeError(f"the {' and the '.join(replaced)} died"))
         for a in self.attempts:
             if a.result is None:
-                self.servers.data.close.remote(a.key)
+                self.cleanups.append(self.servers.data.close.remote(a.key))
                 a.collecting = False
         return True
 
