@@ -202,7 +202,7 @@ def test_killed_servers_are_replaced_and_the_run_goes_on(tmp_path: Path, monkeyp
 def test_train_returns_once_the_servers_dropped_its_attempts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The episode server is an async actor: a close sent before the next call may run
     after it. ``train`` waits for its closes, so every evaluation after it finds the
-    servers empty even when closing is slow (it failed 1 run in ~30 on CI as a race)."""
+    servers empty even when closing is slow (unawaited closes failed a CI run as a race)."""
     import popmarl_ray.backend
 
     with_bandit(monkeypatch)
