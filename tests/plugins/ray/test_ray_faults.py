@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+import popmarl_ray.backend
 from popmarl.payoffs import PayoffTable
 from ray_helpers import (
     MATRIX_EXACT,
@@ -203,8 +204,6 @@ def test_train_returns_once_the_servers_dropped_its_attempts(tmp_path: Path, mon
     """The episode server is an async actor: a close sent before the next call may run
     after it. ``train`` waits for its closes, so every evaluation after it finds the
     servers empty even when closing is slow (unawaited closes failed a CI run as a race)."""
-    import popmarl_ray.backend
-
     with_bandit(monkeypatch)
     monkeypatch.setattr(popmarl_ray.backend, "EpisodeServerActor", SlowToCloseEpisodeServer)
     with_killing_backend(monkeypatch, {})
@@ -214,7 +213,6 @@ def test_train_returns_once_the_servers_dropped_its_attempts(tmp_path: Path, mon
     assert backend is not None
     evaluations = [s for k, s in zip(backend.call_kinds, backend.seen_streams) if k == "evaluate"]
     assert len(evaluations) == 3 and all(s == (0, 0) for s in evaluations)
-
 
 
 def test_marl_learner_rebuilt_from_its_last_state_when_its_actor_dies(
