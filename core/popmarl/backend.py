@@ -12,7 +12,15 @@ from popmarl.algorithm import Algorithm, PolicySpace
 from popmarl.component import Component
 from popmarl.env import Env
 from popmarl.population import AgentMapping
-from popmarl.records import EvalResult, EvalTask, TrainResult, TrainTask, Weights
+from popmarl.records import (
+    BestResponseResult,
+    BestResponseTask,
+    EvalResult,
+    EvalTask,
+    TrainResult,
+    TrainTask,
+    Weights,
+)
 
 
 @attrs.frozen(kw_only=True)
@@ -44,7 +52,7 @@ class Components:
 
 
 class Backend(Component):
-    """Executes train and evaluate tasks, for every scenario alike. ``local`` runs them
+    """Executes train, evaluate and best-response tasks, for every scenario alike. ``local`` runs them
     in-process; others may run them on workers. Policies are addressed by id; their
     weights are pushed with :meth:`add_policy` once, when frozen. Learners are addressed
     by key and persist between train tasks wherever the backend holds them."""
@@ -64,7 +72,14 @@ class Backend(Component):
 
     @abstractmethod
     def evaluate(self, tasks: Sequence[EvalTask]) -> list[EvalResult]:
-        """Estimate the payoff-table entries of ``tasks`` (exactly where the env allows)."""
+        """Each task's entry: every seat's mean return and win / draw / loss, its seats'
+        policies fixed or drawn per episode from mixtures (exactly where the env allows);
+        results in task order."""
+
+    @abstractmethod
+    def best_respond(self, tasks: Sequence[BestResponseTask]) -> list[BestResponseResult]:
+        """Each task's exact best response, computed by its population's algorithm with
+        no learner (independent tasks, e.g. one per population); results in task order."""
 
     def close(self) -> None:
         """Release workers."""

@@ -59,6 +59,9 @@ def _parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--opponent", default="random", help="'random' (default) or another run's directory")
     evaluate.add_argument("--episodes", type=_positive, default=1000, help="episodes per seat (default 1000)")
     evaluate.add_argument("--seed", type=int, default=0)
+    evaluate.add_argument("--backend", metavar="NAME",
+                          help="the backend that plays the games, e.g. local or ray (default: the run's own, "
+                               "as configured)")
     evaluate.add_argument("--json", action="store_true", help="end with one JSON object on the last line")
     bench = commands.add_parser("bench", help="measure throughput").add_subparsers(
         dest="bench", required=True, parser_class=_Parser)
@@ -206,11 +209,17 @@ def _positive(text: str) -> int:
 def _cmd_eval(args: argparse.Namespace) -> int:
     import json
 
+    from popmarl.config import ComponentConfig
     from popmarl.evaluate import evaluate_run, format_report, load_run, opponent_pools
 
     run = load_run(args.dir)
-    report = evaluate_run(run, opponent_pools(run, args.opponent), episodes=args.episodes, seed=args.seed)
-    print(f"{args.dir} vs {args.opponent}, {args.episodes} episodes per seat")
+    backend = None
+    if args.backend is not None and args.backend != run.config.backend.name:
+        backend = ComponentConfig(name=args.backend)
+    report = evaluate_run(run, opponent_pools(run, args.opponent), episodes=args.episodes, seed=args.seed,
+                          backend=backend)
+    exact = all(r["exact"] for r in report.values())
+    print(f"{args.dir} vs {args.opponent}, " + ("exact" if exact else f"{args.episodes} episodes per seat"))
     print(format_report(report))
     if args.json:
         print(json.dumps({"run": str(args.dir), "opponent": args.opponent, "populations": report}))

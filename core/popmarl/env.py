@@ -120,6 +120,12 @@ class ExactEnv(Env):
     def exact_returns(self, profiles: Sequence[Profile]) -> np.ndarray:
         """``[len(profiles), n_agents]`` expected returns of each joint profile."""
 
+    def exact_outcomes(self, profiles: Sequence[Profile]) -> np.ndarray | None:
+        """``[len(profiles), 3, n_agents]``: each seat's probability of winning, drawing
+        and losing (:mod:`popmarl.outcomes`) under each joint profile, or None where the
+        env cannot compute them (evaluation then counts them over sampled games)."""
+        return None
+
     @abstractmethod
     def nash_conv(self, profile: MixedProfile) -> float:
         """NashConv of the behaviour equivalent to each agent's mixture of policies."""

@@ -5,37 +5,50 @@ seat, drawing its policy once per episode from that seat's own final meta-strate
 ``agents.mapping: shared`` the seats' mixtures over the one pool differ; with a joint
 meta-strategy, ``ce``/``cce``, the seat's marginal); the other seats play a uniformly
 random policy, or the seats of another run of the same env (drawn together from its joint
-meta-strategy, if it has one).
+meta-strategy, if it has one). The games run on a backend (the run's own by default, so
+a run made on Ray is evaluated on Ray) as one evaluate task per seat, whose seats are
+mixtures (:class:`~popmarl.records.EvalTask`): exact where the env computes outcomes
+exactly, sampled otherwise.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import attrs
 import numpy as np
 
+from popmarl.algorithm import PolicySpace
+from popmarl.backend import Backend, Components, RunSetup
 from popmarl.builtin.random_policy import RandomAlgorithm
-from popmarl.config import RunConfig, population_algorithms, read_yaml, validate
+from popmarl.config import ComponentConfig, RunConfig, population_algorithms, read_yaml, validate
 from popmarl.env import Env
 from popmarl.errors import UserError
 from popmarl.policy import Policy
 from popmarl.population import AgentMapping
+from popmarl.records import EvalResult, EvalTask, JointOpponents, Opponents
 from popmarl.registries import Registries, RegistriesLike
-from popmarl.rollout import RolloutWorker
 from popmarl.rundir import RunDirectory
 from popmarl.runner import build, build_algorithms, policy_spaces
+
+#: Where the opponent's populations are renamed (``:`` is not allowed in a population
+#: name, so they cannot collide with the run's own).
+OPPONENT_PREFIX = "opponent:"
+RANDOM_PREFIX = "random:"
 
 
 @attrs.frozen(kw_only=True)
 class JointPool:
-    """A joint meta-strategy: profiles (one policy per seat of ``agents``) drawn together."""
+    """A joint meta-strategy: profiles (one policy per seat of ``agents``, named by
+    ``policy_ids``) drawn together."""
 
     agents: tuple[str, ...]
     profiles: tuple[tuple[Policy, ...], ...]
     probabilities: np.ndarray
+    policy_ids: tuple[tuple[str, ...], ...] = ()
 
     def draw(self, rng: np.random.Generator) -> dict[str, Policy]:
         return dict(zip(self.agents, self.profiles[int(rng.choice(len(self.profiles), p=self.probabilities))]))
@@ -44,14 +57,28 @@ class JointPool:
 @attrs.frozen(kw_only=True)
 class Pool:
     """The final policies a seat plays and its meta-strategy over them; ``joint``: the
-    run's joint meta-strategy, when it has one (``mixture`` is then this seat's marginal)."""
+    run's joint meta-strategy, when it has one (``mixture`` is then this seat's marginal).
+    ``space`` and ``algorithm`` (registered name and params) rebuild the policies, named
+    ``policy_ids``, in a backend's workers."""
 
     policies: tuple[Policy, ...]
     mixture: np.ndarray
+    policy_ids: tuple[str, ...]
+    space: PolicySpace
+    algorithm: tuple[str, Mapping[str, Any]]
     joint: JointPool | None = None
 
     def draw(self, rng: np.random.Generator) -> Policy:
         return self.policies[int(rng.choice(len(self.policies), p=self.mixture))]
+
+    def renamed(self, prefix: str) -> Pool:
+        """The pool with its population (and policy ids) prefixed, to play beside another
+        run's populations of the same names."""
+        space = attrs.evolve(self.space, population=prefix + self.space.population)
+        return attrs.evolve(self, space=space, policy_ids=tuple(prefix + pid for pid in self.policy_ids),
+                            joint=None if self.joint is None else attrs.evolve(
+                                self.joint, policy_ids=tuple(tuple(prefix + pid for pid in profile)
+                                                             for profile in self.joint.policy_ids)))
 
 
 def draw_profile(pools: Mapping[str, Pool], agents: tuple[str, ...], rng: np.random.Generator) -> dict[str, Policy]:
@@ -64,12 +91,14 @@ def draw_profile(pools: Mapping[str, Pool], agents: tuple[str, ...], rng: np.ran
 
 @attrs.frozen(kw_only=True)
 class LoadedRun:
-    """A run directory's config, env, agent mapping and final pools (one per agent)."""
+    """A run directory's config, env, agent mapping and final pools (one per agent), and
+    the registries its components were found in."""
 
     config: RunConfig
     env: Env
     mapping: AgentMapping
     pools: Mapping[str, Pool]
+    registries: Registries = attrs.field(factory=Registries.current)
 
 
 def load_run(path: str | Path, *, registries: RegistriesLike | None = None) -> LoadedRun:
@@ -83,7 +112,8 @@ def load_run(path: str | Path, *, registries: RegistriesLike | None = None) -> L
     env: Env = build("envs", config.env, "env.params", found)
     mapping = AgentMapping.resolve(config.agents.mapping, env.agents)
     spaces = policy_spaces(env, mapping)
-    algorithms = build_algorithms(population_algorithms(config, mapping.populations), found)
+    specs = population_algorithms(config, mapping.populations)
+    algorithms = build_algorithms(specs, found)
     summary = run.read_summary()
     populations = summary.get("populations", {})
     if not populations:
@@ -111,12 +141,14 @@ def load_run(path: str | Path, *, registries: RegistriesLike | None = None) -> L
                 loaded[pid] = algorithms[population].make_policy(space=spaces[population], seed=0)
                 loaded[pid].set_weights(run.load_policy(pid))
         weights = np.array([w for _, w in chosen])
-        pools[agent] = Pool(policies=tuple(loaded[pid] for pid, _ in chosen), mixture=weights / weights.sum())
+        pools[agent] = Pool(policies=tuple(loaded[pid] for pid, _ in chosen), mixture=weights / weights.sum(),
+                            policy_ids=tuple(pid for pid, _ in chosen), space=spaces[population],
+                            algorithm=(specs[population].name, dict(specs[population].params)))
     joint = summary.get("joint_meta_strategy")
     if joint:
         joint_pool = _joint_pool(joint, loaded, run.summary_file)
         pools = {a: attrs.evolve(pool, joint=joint_pool) for a, pool in pools.items()}
-    return LoadedRun(config=config, env=env, mapping=mapping, pools=pools)
+    return LoadedRun(config=config, env=env, mapping=mapping, pools=pools, registries=found)
 
 
 def _joint_pool(joint: Mapping[str, Any], loaded: Mapping[str, Policy], source: Path) -> JointPool:
@@ -131,72 +163,128 @@ def _joint_pool(joint: Mapping[str, Any], loaded: Mapping[str, Policy], source: 
         raise UserError(f"{source}: joint_meta_strategy names policies outside the seats' meta-strategies: "
                         f"{', '.join(missing)}")
     return JointPool(agents=agents, profiles=tuple(tuple(loaded[pid] for pid in p) for p in profiles),
-                     probabilities=probabilities / probabilities.sum())
+                     probabilities=probabilities / probabilities.sum(),
+                     policy_ids=tuple(tuple(p) for p in profiles))
 
 
 def random_pools(run: LoadedRun) -> dict[str, Pool]:
-    """A uniformly random policy per agent (keyed by agent)."""
+    """A uniformly random policy per agent (keyed by agent), each agent's its own
+    population (``random:<agent>``)."""
     algorithm = RandomAlgorithm()
     spaces = policy_spaces(run.env, AgentMapping.resolve("per_player", run.env.agents))
-    return {a: Pool(policies=(algorithm.make_policy(space=spaces[a], seed=0),), mixture=np.ones(1))
+    return {a: Pool(policies=(algorithm.make_policy(space=spaces[a], seed=0),), mixture=np.ones(1),
+                    policy_ids=(f"{RANDOM_PREFIX}{a}/0",), algorithm=("random", {}),
+                    space=attrs.evolve(spaces[a], population=RANDOM_PREFIX + a))
             for a in run.env.agents}
 
 
 def opponent_pools(run: LoadedRun, opponent: str) -> dict[str, Pool]:
     """Per agent, the pool the opponent plays there: ``random`` or another run's pool
-    of that seat."""
+    of that seat (its populations renamed ``opponent:<population>``)."""
     if opponent == "random":
         return random_pools(run)
-    other = load_run(opponent)
+    other = load_run(opponent, registries=run.registries)
     if (other.config.env.name, other.config.env.params) != (run.config.env.name, run.config.env.params):
         raise UserError(f"--opponent {opponent}: a run of a different env "
                         f"({other.config.env.name} {dict(other.config.env.params)})")
-    return dict(other.pools)
+    return {agent: pool.renamed(OPPONENT_PREFIX) for agent, pool in other.pools.items()}
 
 
 def evaluate_run(run: LoadedRun, opponents: Mapping[str, Pool], *, episodes: int, seed: int = 0,
-                 num_envs: int = 64) -> dict[str, dict[str, float]]:
+                 backend: ComponentConfig | None = None) -> dict[str, dict[str, Any]]:
     """Win/draw/loss rates and mean return of each population over all its seats (each
-    seat drawing from its own pool ``run.pools[seat]``).
-
-    A seat wins when its return beats every other seat's, loses when another's beats it.
+    seat drawing from its own pool ``run.pools[seat]`` against ``opponents`` in the
+    others), on ``backend`` (default: the run's own). Exact where the env computes
+    returns and outcomes exactly (``exact``; ``episodes`` is then 0), else over
+    ``episodes`` sampled per seat (:mod:`popmarl.outcomes` says what a win is).
     """
-    rng = np.random.default_rng(seed)
     agents = run.env.agents
-    jobs = [(population, agent) for population in run.mapping.populations for agent in run.mapping.agents_of(population)]
-    order = iter([job for job in jobs for _ in range(episodes)])
-
-    def sample(steps: int) -> tuple[dict[str, Policy], tuple[str, str]] | None:
-        job = next(order, None)
-        if job is None:
-            return None
-        population, seat = job
-        profile = draw_profile(opponents, agents, rng)
-        profile[seat] = run.pools[seat].draw(rng)
-        return profile, job
-
-    result = RolloutWorker(env=run.env, num_envs=num_envs).run(sample, seed=seed, explore=False)
-    outcome: dict[str, list[tuple[int, float]]] = {p: [] for p in run.mapping.populations}
-    for (population, seat), returns in zip(result.tags, result.returns):
-        k = agents.index(seat)
-        others = np.delete(returns, k)
-        best_other = others.max() if others.size else returns[k]
-        outcome[population].append((int(np.sign(returns[k] - best_other)), float(returns[k])))
+    jobs = [(population, seat) for population in run.mapping.populations for seat in run.mapping.agents_of(population)]
+    tasks = [EvalTask(index=(j,), mixtures=(_mixture(seat, run.pools[seat]),) + _others(seat, agents, opponents),
+                      joint=_joint_others(seat, opponents), episodes=episodes, seed=seed)
+             for j, (_, seat) in enumerate(jobs)]
+    with _evaluation_backend(run, [run.pools, opponents], backend) as started:
+        results = started.evaluate(tasks)
     report = {}
-    for population, rows in outcome.items():
-        signs = np.array([s for s, _ in rows])
-        report[population] = {
-            "win": float(np.mean(signs > 0)), "draw": float(np.mean(signs == 0)),
-            "loss": float(np.mean(signs < 0)), "mean_return": float(np.mean([r for _, r in rows])),
-            "episodes": len(rows),
-        }
+    for population in run.mapping.populations:
+        mine = [(agents.index(seat), result) for (p, seat), result in zip(jobs, results) if p == population]
+        report[population] = _population_report(mine)
     return report
+
+
+def _population_report(results: list[tuple[int, EvalResult]]) -> dict[str, Any]:
+    """A population's figures over its seats (each seat ``k`` with its result)."""
+    rates = np.mean([r.outcome_rates()[:, k] for k, r in results], axis=0)
+    return {"win": float(rates[0]), "draw": float(rates[1]), "loss": float(rates[2]),
+            "mean_return": float(np.mean([r.returns[k] for k, r in results])),
+            "episodes": sum(r.episodes for _, r in results),
+            "exact": all(r.exact and r.exact_outcomes for _, r in results)}
+
+
+def _mixture(seat: str, pool: Pool) -> Opponents:
+    return Opponents(agent=seat, population=pool.space.population, policy_ids=pool.policy_ids, mixture=pool.mixture)
+
+
+def _others(seat: str, agents: tuple[str, ...], opponents: Mapping[str, Pool]) -> tuple[Opponents, ...]:
+    """The mixtures of the other seats that the opponent's joint meta-strategy (if any) leaves out."""
+    joint = _joint_of(opponents)
+    together = set(joint.agents) if joint is not None else set()
+    return tuple(_mixture(a, opponents[a]) for a in agents if a != seat and a not in together)
+
+
+def _joint_of(pools: Mapping[str, Pool]) -> JointPool | None:
+    return next((p.joint for p in pools.values() if p.joint is not None), None)
+
+
+def _joint_others(seat: str, opponents: Mapping[str, Pool]) -> JointOpponents | None:
+    """The opponent's joint meta-strategy over the seats other than ``seat`` (drawn
+    together, as its marginal), or None."""
+    joint = _joint_of(opponents)
+    if joint is None:
+        return None
+    keep = [k for k, a in enumerate(joint.agents) if a != seat]
+    return JointOpponents(agents=tuple(joint.agents[k] for k in keep),
+                          profiles=tuple(tuple(profile[k] for k in keep) for profile in joint.policy_ids),
+                          probabilities=joint.probabilities)
+
+
+@contextmanager
+def _evaluation_backend(run: LoadedRun, sides: list[Mapping[str, Pool]],
+                        backend: ComponentConfig | None) -> Iterator[Backend]:
+    """The backend that plays the games (``backend``, default the run's own), started
+    with every pool's population and policies, and closed on leaving the block."""
+    found = run.registries
+    pools = [pool for side in sides for pool in side.values()]
+    spaces = {pool.space.population: pool.space for pool in pools}
+    specs = {pool.space.population: ComponentConfig(name=pool.algorithm[0], params=dict(pool.algorithm[1]))
+             for pool in pools}
+    local = found.in_process({"envs": run.config.env.name})
+    for spec in specs.values():
+        local.update(found.in_process({"algorithms": spec.name}))
+    setup = RunSetup(env_name=run.config.env.name, env_params=dict(run.config.env.params),
+                     algorithms={p: (spec.name, dict(spec.params)) for p, spec in specs.items()},
+                     mapping=run.mapping, spaces=spaces, seed=run.config.seed,
+                     num_envs=run.config.evaluation.num_envs, train_num_envs=run.config.training.num_envs,
+                     exact_evaluation=run.config.evaluation.exact, local_components=local)
+    started: Backend = build("backends", backend if backend is not None else run.config.backend,
+                             "backend.params", found)
+    started.start(setup, Components(env=run.env, algorithms=build_algorithms(specs, found)))
+    try:
+        added: set[str] = set()
+        for pool in pools:
+            for pid, policy in zip(pool.policy_ids, pool.policies):
+                if pid not in added:
+                    started.add_policy(pid, policy.get_weights())
+                    added.add(pid)
+        yield started
+    finally:
+        started.close()
 
 
 def format_report(report: Mapping[str, Mapping[str, Any]]) -> str:
     lines = [f"{'population':<20}{'win':>8}{'draw':>8}{'loss':>8}{'mean_return':>13}{'episodes':>10}"]
     for population, r in report.items():
+        episodes = "exact" if r.get("exact") else f"{r['episodes']:d}"
         lines.append(f"{population:<20}{r['win']:>8.3f}{r['draw']:>8.3f}{r['loss']:>8.3f}"
-                     f"{r['mean_return']:>13.4f}{r['episodes']:>10d}")
+                     f"{r['mean_return']:>13.4f}{episodes:>10}")
     return "\n".join(lines)
-

@@ -5,18 +5,33 @@ The local backend runs one executor in-process; remote backends run one per work
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import itertools
+from collections.abc import Mapping, Sequence
+from typing import Any, TypeVar
 
+import attrs
 import numpy as np
 
 from popmarl.agent import AgentInterface
+from popmarl.answering import answer
 from popmarl.backend import Components, RunSetup
 from popmarl.env import ExactEnv
 from popmarl.learner import Learners
+from popmarl.outcomes import outcome_signs
 from popmarl.policy import Policy
-from popmarl.records import EvalResult, EvalTask, TrainResult, TrainTask, Weights
-from popmarl.rollout import RolloutWorker
+from popmarl.records import (
+    BestResponseResult,
+    BestResponseTask,
+    EvalResult,
+    EvalTask,
+    TrainResult,
+    TrainTask,
+    Weights,
+)
+from popmarl.rollout import OpponentDraw, ProfileDraw, RolloutWorker
 from popmarl.training import run_task
+
+T = TypeVar("T")
 
 
 def population_of(policy_id: str) -> str:
@@ -50,6 +65,10 @@ class Executor:
         """Run ``task`` here: its learners act and update in this process."""
         return run_task(task, learners=self.learners, rollout=self.train_rollout, policy_of=self.policy)
 
+    def best_respond(self, task: BestResponseTask) -> BestResponseResult:
+        """Answer ``task`` with its population's algorithm (no learner is started)."""
+        return answer(self.agents[task.population], task, self.policy)
+
     @property
     def exact(self) -> bool:
         """Whether payoff entries are computed exactly."""
@@ -58,18 +77,109 @@ class Executor:
         return isinstance(self.env, ExactEnv) and self.env.supports_exact()
 
     def evaluate(self, tasks: Sequence[EvalTask]) -> list[EvalResult]:
-        """All ``tasks`` at once: one exact call, or one shared vector of games."""
-        if not tasks:
-            return []
-        profiles = [{agent: self.policies[pid] for agent, pid in t.profile.items()} for t in tasks]
+        """Every task's entry: exact where the env allows (all tasks' profiles in one
+        call), else sampled, the tasks of each seed sharing one vector of games."""
+        for task in tasks:
+            self._check_seats(task)
+        results: dict[int, EvalResult] = {}
         if self.exact:
-            assert isinstance(self.env, ExactEnv)
-            values = self.env.exact_returns(profiles)
-            return [EvalResult(index=t.index, returns=np.asarray(v), exact=True) for t, v in zip(tasks, values)]
-        episodes = tasks[0].episodes
-        values, steps = self.rollout.evaluate(profiles, episodes=episodes, seed=tasks[0].seed)
-        share = steps // len(tasks)
-        return [
-            EvalResult(index=t.index, returns=v, episodes=episodes, env_steps=share)
-            for t, v in zip(tasks, values)
-        ]
+            results.update(self._exact(tasks))
+        sampled = [k for k in range(len(tasks)) if k not in results or results[k].wins is None and tasks[k].outcomes]
+        by_seed: dict[int, list[int]] = {}
+        for k in sampled:
+            by_seed.setdefault(tasks[k].seed, []).append(k)
+        for seed, group in by_seed.items():
+            for k, result in zip(group, self._sampled([tasks[k] for k in group], seed)):
+                exact = results.get(k)
+                results[k] = result if exact is None else attrs.evolve(
+                    result, returns=exact.returns, exact=True)  # exact returns, sampled outcomes
+        return [results[k] for k in range(len(tasks))]
+
+    def _check_seats(self, task: EvalTask) -> None:
+        missing = [a for a in self.env.agents if a not in task.seats]
+        unknown = [a for a in task.seats if a not in self.env.agents]
+        if missing or unknown:
+            raise ValueError(f"EvalTask {task.index}: every seat of {', '.join(self.env.agents)} is played by one "
+                             f"policy, mixture or joint distribution; missing {missing}, unknown {unknown}")
+
+    def _exact(self, tasks: Sequence[EvalTask]) -> dict[int, EvalResult]:
+        """The tasks whose mixtures expand to at most :data:`EXACT_PROFILES` pure profiles,
+        computed exactly (each distinct profile once, over all tasks), by position."""
+        assert isinstance(self.env, ExactEnv)
+        agents = self.env.agents
+        expanded = {k: pure for k, t in enumerate(tasks) if (pure := pure_profiles(t, agents)) is not None}
+        distinct: dict[tuple[str, ...], int] = {}
+        for pure in expanded.values():
+            for profile, _ in pure:
+                distinct.setdefault(profile, len(distinct))
+        live = [{a: self.policies[pid] for a, pid in zip(agents, profile)} for profile in distinct]
+        values = np.asarray(self.env.exact_returns(live)) if live else np.zeros((0, len(agents)))
+        wanted = any(tasks[k].outcomes for k in expanded)
+        outcomes = self.env.exact_outcomes(live) if live and wanted else None
+        results = {}
+        for k, pure in expanded.items():
+            rows = np.array([distinct[profile] for profile, _ in pure])
+            weights = np.array([w for _, w in pure])
+            fields: dict[str, Any] = {}
+            if outcomes is not None and tasks[k].outcomes:
+                wins, draws, losses = np.tensordot(weights, np.asarray(outcomes)[rows], axes=1)
+                fields = {"wins": wins, "draws": draws, "losses": losses, "exact_outcomes": True}
+            results[k] = EvalResult(index=tasks[k].index, returns=weights @ values[rows], exact=True, **fields)
+        return results
+
+    def _sampled(self, tasks: Sequence[EvalTask], seed: int) -> list[EvalResult]:
+        """The tasks' entries over their episodes, in one vector of games seeded ``seed``."""
+        entries = [(self._profile_of(t), t.episodes) for t in tasks]
+        played = self.rollout.play(entries, seed=seed)
+        n = len(self.env.agents)
+        tags = np.asarray(played.tags, dtype=int)
+        totals = np.zeros((len(tasks), n))
+        np.add.at(totals, tags, played.returns)
+        signs = outcome_signs(played.returns)
+        counts = np.zeros((3, len(tasks), n))
+        for row, outcome in enumerate((1, 0, -1)):
+            np.add.at(counts[row], tags, signs == outcome)
+        episodes = max(sum(t.episodes for t in tasks), 1)
+        return [EvalResult(index=t.index, returns=totals[k] / max(t.episodes, 1), episodes=t.episodes,
+                           env_steps=played.env_steps * t.episodes // episodes,
+                           wins=counts[0, k], draws=counts[1, k], losses=counts[2, k])
+                for k, t in enumerate(tasks)]
+
+    def _profile_of(self, task: EvalTask) -> Mapping[str, Policy] | ProfileDraw:
+        """The task's fixed profile, or how to draw one per episode."""
+        fixed = {agent: self.policies[pid] for agent, pid in task.profile.items()}
+        if not task.mixtures and task.joint is None:
+            return fixed
+        draw = OpponentDraw.of(task.mixtures, task.joint, self.policy)
+        rest = [a for a in self.env.agents if a not in fixed]
+        return lambda rng: {**fixed, **draw.draw(rng, rest)}
+
+
+#: A task whose mixtures expand to more pure profiles than this is sampled, also on an exact env.
+EXACT_PROFILES = 4096
+
+
+def pure_profiles(task: EvalTask, agents: Sequence[str]) -> list[tuple[tuple[str, ...], float]] | None:
+    """The task as (pure profile: one policy id per seat of ``agents``, probability) pairs
+    over its mixtures' and joint distribution's supports; None past :data:`EXACT_PROFILES`."""
+    choices: list[list[tuple[dict[str, str], float]]] = [[(dict(task.profile), 1.0)]]
+    for mixture in task.mixtures:
+        choices.append([({mixture.agent: pid}, p) for pid, p in _normalised(mixture.support())])
+    if task.joint is not None:
+        choices.append([(dict(zip(task.joint.agents, profile)), p) for profile, p in _normalised(task.joint.support())])
+    if int(np.prod([len(c) for c in choices])) > EXACT_PROFILES:
+        return None
+    pure = []
+    for combination in itertools.product(*choices):
+        profile: dict[str, str] = {}
+        weight = 1.0
+        for part, p in combination:
+            profile.update(part)
+            weight *= p
+        pure.append((tuple(profile[a] for a in agents), weight))
+    return pure
+
+
+def _normalised(support: Sequence[tuple[T, float]]) -> list[tuple[T, float]]:
+    total = sum(p for _, p in support)
+    return [(item, p / total) for item, p in support]

@@ -251,23 +251,85 @@ class TrainResult:
 
 @attrs.frozen(kw_only=True)
 class EvalTask:
-    """Estimate one payoff-table entry: a joint profile, one policy id per agent (seat)."""
+    """Estimate one entry (``index`` names it in the result): every seat is played by one
+    policy id (``profile``), or by a policy drawn once per episode from a mixture
+    (``mixtures``: per seat a :class:`Opponents`) or, for several seats together, from a
+    distribution over their profiles (``joint``); each seat is named by exactly one of
+    them. Sampled over ``episodes`` episodes from ``seed`` (tasks of one call with the
+    same seed share one vector of games), or exact where the env allows. ``outcomes``:
+    whether win / draw / loss are wanted; False spares an exact env that cannot compute
+    them exactly from sampling them (PSRO's payoff entries need returns only)."""
 
     index: tuple[int, ...]
-    profile: Mapping[str, str]
+    profile: Mapping[str, str] = attrs.field(factory=dict)
     episodes: int
     seed: int
+    mixtures: tuple[Opponents, ...] = ()
+    joint: JointOpponents | None = None
+    outcomes: bool = True
+
+    def __attrs_post_init__(self) -> None:
+        named = [*self.profile, *(m.agent for m in self.mixtures), *(self.joint.agents if self.joint else ())]
+        twice = sorted({seat for seat in named if named.count(seat) > 1})
+        if twice:
+            raise ValueError(f"EvalTask: seat {', '.join(twice)} is named more than once (in profile, mixtures "
+                             "or joint): each seat is played by one policy, one mixture or the joint distribution")
+
+    @property
+    def seats(self) -> tuple[str, ...]:
+        """The seats the task names."""
+        return (*self.profile, *(m.agent for m in self.mixtures), *(self.joint.agents if self.joint else ()))
 
 
 @attrs.frozen(kw_only=True)
 class EvalResult:
-    """Mean return of each agent (in env agent order) for one entry."""
+    """One entry's result, per seat (env agent order): the mean return, and how its
+    games ended (:mod:`popmarl.outcomes`): ``wins``, ``draws``, ``losses`` — counts over
+    the ``episodes`` sampled, or probabilities where the env computed them exactly
+    (``exact_outcomes``). ``exact``: the returns are exact (no sampling noise);
+    ``episodes`` and ``env_steps``: what was sampled (0 when nothing was)."""
 
     index: tuple[int, ...]
     returns: np.ndarray
     episodes: int = 0
     env_steps: int = 0
     exact: bool = False
+    wins: np.ndarray | None = None
+    draws: np.ndarray | None = None
+    losses: np.ndarray | None = None
+    exact_outcomes: bool = False
+
+    def outcome_rates(self) -> np.ndarray:
+        """``[3, n_agents]``: each seat's probability (or frequency) of a win, a draw and
+        a loss (:data:`popmarl.outcomes.OUTCOMES` order)."""
+        if self.wins is None or self.draws is None or self.losses is None:
+            raise ValueError(f"EvalResult {self.index}: the backend reported no win/draw/loss")
+        counts = np.stack([self.wins, self.draws, self.losses]).astype(float)
+        return counts if self.exact_outcomes else counts / max(self.episodes, 1)
+
+
+@attrs.frozen(kw_only=True)
+class BestResponseTask:
+    """Ask ``population``'s algorithm for its exact best response, in the population's
+    seats, to the other seats' ``opponents`` (per seat, a mixture of frozen policy ids) or
+    to their ``joint`` distribution over profiles; the answer is frozen as ``snapshot``.
+    No learner is involved: nothing trains, nothing is kept between tasks."""
+
+    population: str
+    seed: int
+    snapshot: PolicySpec
+    opponents: tuple[Opponents, ...] = ()
+    joint: JointOpponents | None = None
+
+
+@attrs.frozen(kw_only=True)
+class BestResponseResult:
+    """The answer to a :class:`BestResponseTask`: the frozen best response, or None when
+    the algorithm declined (e.g. the game is too large to solve: train a learner
+    instead); ``seconds`` it took."""
+
+    policy: FrozenPolicy | None
+    seconds: float = 0.0
 
 
 @attrs.frozen(kw_only=True)

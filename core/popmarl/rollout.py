@@ -1,6 +1,7 @@
 """The rollout engine: steps a vector of games with one batched ``act`` per policy.
 
-``evaluate`` fills payoff entries (many profiles share one vector of games); ``explore``
+``play`` fills payoff entries (many profiles, fixed or drawn per episode, share one
+vector of games; ``evaluate`` averages fixed profiles' returns); ``explore``
 plays a learner against opponents drawn from the meta-strategy once per episode and
 keeps the learner's transitions. Which policy plays which agent in which game is an
 integer table, so grouping the rows of a decision by policy is a few numpy calls.
@@ -17,13 +18,15 @@ import numpy as np
 
 from popmarl.env import Env, Step
 from popmarl.policy import Policy, masked_uniform, sample_rows
-from popmarl.records import EMPTY_EPISODES, EpisodeBatch, Observations, Weights
+from popmarl.records import EMPTY_EPISODES, EpisodeBatch, JointOpponents, Observations, Opponents, Weights
 from popmarl.spaces import Box, Space
 
 #: Called when a game slot is free, with the env steps taken so far: the policy of
 #: each agent for that slot's next episode and a tag reported back with its returns,
 #: or None when no more episodes should start (for good: it is not asked again).
 Sampler = Callable[[int], "tuple[Mapping[str, Policy], Any] | None"]
+#: Draws one episode's profile (a policy per agent) with the generator it is given.
+ProfileDraw = Callable[[np.random.Generator], Mapping[str, Policy]]
 IDLE = -1
 #: An agent's observation (and legal-action mask) when its episode was cut off.
 Cut = tuple[np.ndarray, "np.ndarray | None"]
@@ -225,6 +228,24 @@ class OpponentDraw:
         self._cdf = {agent: _cdf(mixture) for agent, (_, mixture) in seats.items()}
         self._joint_cdf = None if joint is None else _cdf(joint[2])
 
+    @classmethod
+    def of(cls, mixtures: Sequence[Opponents], joint: JointOpponents | None,
+           policy_of: Callable[[str], Policy]) -> OpponentDraw:
+        """Per-seat mixtures and a joint distribution of policy ids, as live policies
+        (``policy_of``) ready to draw from (their supports only)."""
+        seats = {}
+        for seat in mixtures:
+            support = seat.support()
+            probs = np.asarray([p for _, p in support], dtype=float)
+            seats[seat.agent] = ([policy_of(pid) for pid, _ in support], probs / probs.sum())
+        drawn_together = None
+        if joint is not None:
+            profiles = joint.support()
+            probs = np.asarray([p for _, p in profiles], dtype=float)
+            drawn_together = (joint.agents, [[policy_of(pid) for pid in prof] for prof, _ in profiles],
+                              probs / probs.sum())
+        return cls(seats, drawn_together)
+
     def draw(self, rng: np.random.Generator, agents: Sequence[str]) -> dict[str, Policy]:
         """A policy for each of ``agents`` (in order; the joint profile first, if any)."""
         drawn: dict[str, Policy] = {}
@@ -269,15 +290,26 @@ class RolloutWorker:
     ) -> tuple[np.ndarray, int]:
         """Mean return of each agent for each profile over ``episodes`` episodes each;
         returns ``([len(profiles), n_agents], env_steps)``."""
-        order = iter([(profile, entry) for entry, profile in enumerate(profiles) for _ in range(episodes)])
-
-        def sample(steps: int) -> tuple[Mapping[str, Policy], int] | None:
-            return next(order, None)
-
-        result = self.run(sample, seed=seed, explore=False)
+        result = self.play([(profile, episodes) for profile in profiles], seed=seed)
         totals = np.zeros((len(profiles), len(self.agents)))
         np.add.at(totals, np.asarray(result.tags, dtype=int), result.returns)
         return totals / max(episodes, 1), result.env_steps
+
+    def play(self, entries: Sequence[tuple[Mapping[str, Policy] | ProfileDraw, int]], *, seed: int) -> Rollouts:
+        """Play each entry's episodes without exploring: its policy per agent, or, for an
+        entry given as a :data:`ProfileDraw`, a profile drawn once per episode. The
+        result's tags are the entries' positions."""
+        rng = np.random.default_rng(seed)
+        order = iter([(entry, k) for k, (entry, episodes) in enumerate(entries) for _ in range(episodes)])
+
+        def sample(steps: int) -> tuple[Mapping[str, Policy], int] | None:
+            item = next(order, None)
+            if item is None:
+                return None
+            entry, k = item
+            return (entry(rng) if callable(entry) else entry), k
+
+        return self.run(sample, seed=seed, explore=False)
 
     def explore(
         self,

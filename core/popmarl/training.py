@@ -3,37 +3,35 @@
 :func:`run_task` starts the task's learners (:class:`~popmarl.learner.Learners`), then
 repeats: play ``episodes_per_update`` games with the learners' current policies against
 opponents drawn per episode (:meth:`~popmarl.rollout.RolloutWorker.explore`), and update
-each learner on the episodes it played; until the budget is spent. An exact algorithm
-answers instead (its learner is the best response, no games are played). The local
-backend calls it directly (the ray backend too, in a learner actor, for co-learning
-tasks: see ``popmarl_ray``).
+each learner on the episodes it played; until the budget is spent. A learner whose
+algorithm answers exactly is not started: its answer is computed instead, and no games
+are played (scenarios ask such questions with ``Backend.best_respond``:
+:mod:`popmarl.answering`). The local backend calls it directly (the ray backend too, in
+a learner actor, for co-learning tasks: see ``popmarl_ray``).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
-
 import numpy as np
 
-from popmarl.env import CorrelatedProfile, MixedProfile
+from popmarl.answering import PolicyOf, exact_answer
 from popmarl.keep import KeptWeights
-from popmarl.learner import Learner, LearnerError, Learners
-from popmarl.policy import Policy
+from popmarl.learner import LearnerError, Learners
 from popmarl.progress import TrainingProgress
-from popmarl.records import FrozenPolicy, TrainResult, TrainTask, Weights
+from popmarl.records import FrozenPolicy, LearnerState, TrainResult, TrainTask, Weights
 from popmarl.rollout import OpponentDraw, RolloutWorker, Seating
-
-PolicyOf = Callable[[str], Policy]
 
 
 def run_task(task: TrainTask, *, learners: Learners, rollout: RolloutWorker, policy_of: PolicyOf) -> TrainResult:
-    """Run ``task``: train its learners for its budget; return what it asks for."""
-    prepared = [learners.prepare(spec, policy_of) for spec in task.learners]
+    """Run ``task``: train its learners for its budget; return what it asks for. A
+    learner whose algorithm answers exactly is not started: its answer is its snapshot
+    (:func:`~popmarl.answering.exact_answer`)."""
     start = time.monotonic()
-    answered = _exact_answers(task, prepared, policy_of)
-    training = [(spec, learner) for spec, learner in zip(task.learners, prepared)
-                if learner.trainer is not None and spec.key not in answered]
+    answered = _exact_answers(task, learners, policy_of)
+    prepared = {spec.key: learners.prepare(spec, policy_of) for spec in task.learners if spec.key not in answered}
+    training = [(spec, prepared[spec.key]) for spec in task.learners
+                if spec.key in prepared and prepared[spec.key].trainer is not None]
     kept = {spec.key: KeptWeights(task.budget) for spec, _ in training}
     progress = TrainingProgress(task.budget, [spec.key for spec, _ in training])
     learner_metrics: dict[str, dict[str, float]] = {spec.key: {} for spec in task.learners}
@@ -41,7 +39,7 @@ def run_task(task: TrainTask, *, learners: Learners, rollout: RolloutWorker, pol
     updates = dict.fromkeys(kept, 0)
     team_returns: list[float] = []
     if training:
-        draw = opponent_draw(task, policy_of)
+        draw = OpponentDraw.of(task.opponents, task.joint, policy_of)
         budget = task.budget
         version = 1
         for spec, learner in training:
@@ -83,62 +81,37 @@ def run_task(task: TrainTask, *, learners: Learners, rollout: RolloutWorker, pol
         learner_metrics[spec.key].update({"updates": float(updates[spec.key]),
                                           **progress.learners[spec.key].metrics(), **kept[spec.key].metrics()})
     policies = []
-    for spec, learner in zip(task.learners, prepared):
+    for spec in task.learners:
         if spec.snapshot is None:
             continue
-        weights = answered[spec.key] if spec.key in answered else learner.policy.get_weights()
+        weights = answered[spec.key] if spec.key in answered else prepared[spec.key].policy.get_weights()
         if spec.key in kept:
             weights = kept[spec.key].final(weights)
         policies.append(FrozenPolicy(spec=spec.snapshot, weights=weights))
     metrics = {"train_time_s": time.monotonic() - start}
     if team_returns:
         metrics["train_mean_team_return"] = float(np.mean(team_returns))
-    states = {learner.key: learner.state() for learner in prepared} if task.return_state else {}
+    states = {}
+    if task.return_state:  # an exact answer's state is its weights: it has no trainer
+        states = {spec.key: prepared[spec.key].state() if spec.key in prepared else
+                  LearnerState(key=spec.key, population=spec.population, seed=spec.seed, weights=answered[spec.key])
+                  for spec in task.learners}
     return TrainResult(policies=tuple(policies), states=states, learner_metrics=learner_metrics, metrics=metrics,
                        env_steps=env_steps, episodes=episodes)
 
 
-def _exact_answers(task: TrainTask, prepared: Sequence[Learner], policy_of: PolicyOf) -> dict[str, Weights]:
-    """The weights of each learner whose algorithm answers exactly, by key (its policy
-    becomes that answer; an algorithm may decline, returning None, and train instead)."""
+def _exact_answers(task: TrainTask, learners: Learners, policy_of: PolicyOf) -> dict[str, Weights]:
+    """The exact answer of each learner whose algorithm answers, by key (one that
+    declines, returning None, trains instead)."""
     answers: dict[str, Weights] = {}
-    for spec, learner in zip(task.learners, prepared):
-        if not learner.agent.answers:
+    for spec in task.learners:
+        agent = learners.agents[spec.population]
+        if not agent.answers:
             continue
         if len(task.learners) > 1:
-            raise LearnerError(f"learner {spec.key}: algorithm {learner.agent.algorithm_name} answers exactly and "
+            raise LearnerError(f"learner {spec.key}: algorithm {agent.algorithm_name} answers exactly and "
                                "cannot co-learn; give it a train task of its own")
-        answer = learner.agent.best_response(mixed_profile(task, policy_of), seed=spec.seed,
-                                             correlated=correlated_profile(task, policy_of))
-        if answer is not None:
-            answers[spec.key] = answer.get_weights()
-            learner.policy.set_weights(answers[spec.key])
+        weights = exact_answer(agent, task.opponents, task.joint, seed=spec.seed, policy_of=policy_of)
+        if weights is not None:
+            answers[spec.key] = weights
     return answers
-
-
-def mixed_profile(task: TrainTask, policy_of: PolicyOf) -> MixedProfile:
-    """Each seat's opponents as (policy, probability) pairs (an exact oracle's view)."""
-    return {o.agent: [(policy_of(pid), p) for pid, p in o.support()] for o in task.opponents}
-
-
-def correlated_profile(task: TrainTask, policy_of: PolicyOf) -> CorrelatedProfile | None:
-    """The task's joint distribution over its seats' profiles as live policies (None without one)."""
-    if task.joint is None:
-        return None
-    agents = task.joint.agents
-    return [({a: policy_of(pid) for a, pid in zip(agents, profile, strict=True)}, p) for profile, p in task.joint.support()]
-
-
-def opponent_draw(task: TrainTask, policy_of: PolicyOf) -> OpponentDraw:
-    """The task's opponents as live policies, ready to draw per episode."""
-    seats = {}
-    for seat in task.opponents:
-        support = seat.support()
-        probs = np.asarray([p for _, p in support], dtype=float)
-        seats[seat.agent] = ([policy_of(pid) for pid, _ in support], probs / probs.sum())
-    joint = None
-    if task.joint is not None:
-        profiles = task.joint.support()
-        probs = np.asarray([p for _, p in profiles], dtype=float)
-        joint = (task.joint.agents, [[policy_of(pid) for pid in prof] for prof, _ in profiles], probs / probs.sum())
-    return OpponentDraw(seats, joint)

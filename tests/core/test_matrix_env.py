@@ -3,6 +3,7 @@ checked against independent, enumerate-everything computations."""
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import numpy as np
@@ -120,6 +121,55 @@ def test_exact_nash_conv_of_random_mixtures_matches_enumeration(players: int, si
     assert env.nash_conv(profile) > 0
     returns = env.exact_returns([{a: _mixed(collapsed[k]) for k, a in enumerate(env.agents)}])
     np.testing.assert_allclose(returns[0], brute_force_payoffs(env.payoffs, collapsed), atol=1e-12)
+
+
+def _brute_force_outcomes(tensor: np.ndarray, mixtures: list[np.ndarray]) -> np.ndarray:
+    """``[3, n]`` each player's win / draw / loss probability, summing over every pure
+    profile: a player wins where its payoff beats all others', loses where one beats it."""
+    n = tensor.shape[0]
+    total = np.zeros((3, n))
+    for profile in itertools.product(*(range(len(m)) for m in mixtures)):
+        weight = np.prod([mixtures[k][action] for k, action in enumerate(profile)])
+        payoffs = [tensor[(k, *profile)] for k in range(n)]
+        for k in range(n):
+            best_other = max(payoffs[j] for j in range(n) if j != k)
+            total[0 if payoffs[k] > best_other else 2 if payoffs[k] < best_other else 1, k] += weight
+    return total
+
+
+def test_exact_outcomes_of_rock_paper_scissors() -> None:
+    env = MatrixEnv(game="rps")
+    rock, paper, scissors, uniform = _mixed([1, 0, 0]), _mixed([0, 1, 0]), _mixed([0, 0, 1]), _mixed([1 / 3] * 3)
+    outcomes = env.exact_outcomes([
+        {"player_0": uniform, "player_1": uniform},
+        {"player_0": rock, "player_1": scissors},
+        {"player_0": rock, "player_1": paper},
+        {"player_0": paper, "player_1": paper},
+    ])
+    assert outcomes.shape == (4, 3, 2)
+    np.testing.assert_allclose(outcomes[0], np.full((3, 2), 1 / 3), atol=1e-12)
+    np.testing.assert_array_equal(outcomes[1], [[1, 0], [0, 0], [0, 1]])  # (win, draw, loss) x seat
+    np.testing.assert_array_equal(outcomes[2], [[0, 1], [0, 0], [1, 0]])
+    np.testing.assert_array_equal(outcomes[3], [[0, 0], [1, 1], [0, 0]])
+
+
+@pytest.mark.parametrize(("players", "size", "grid"), [(3, 3, None), (3, 3, 0.5), (4, 2, 0.5), (2, 4, 1.0)])
+def test_exact_outcomes_of_random_mixtures_match_enumeration(tmp_path: Path, players: int, size: int,
+                                                             grid: float | None) -> None:
+    """Random general-sum games; on a coarse payoff ``grid`` payoffs tie, so draws occur."""
+    env = MatrixEnv(game="random_general_sum", players=players, size=size, seed=players + size)
+    if grid is not None:
+        np.save(tmp_path / "game.npy", np.round(env.payoffs / grid) * grid)
+        env = MatrixEnv(game="file", path=str(tmp_path / "game.npy"))
+    rng = np.random.default_rng(size)
+    mixtures = [[rng.dirichlet(np.ones(size)) for _ in range(players)] for _ in range(3)]
+    outcomes = env.exact_outcomes([{a: MixedStrategyPolicy(m[k]) for k, a in enumerate(env.agents)} for m in mixtures])
+    assert outcomes.shape == (3, 3, players)
+    for row, mixture in zip(outcomes, mixtures):
+        np.testing.assert_allclose(row, _brute_force_outcomes(env.payoffs, mixture), atol=1e-12)
+        np.testing.assert_allclose(row.sum(axis=0), 1.0, atol=1e-12)
+    if grid is not None:
+        assert np.any(outcomes[:, 1] > 0.01)  # draws do occur
 
 
 def test_metagame_functions_agree_with_enumeration() -> None:

@@ -1,7 +1,8 @@
 """Backend ``local``: every task in this process, deterministic for a given seed.
 
 A train task's learners act and update right here: :func:`popmarl.training.run_task`
-through the :class:`~popmarl.executor.Executor`, which holds the learners between tasks.
+through the :class:`~popmarl.executor.Executor`, which holds the learners between tasks;
+best-response tasks are answered by :func:`popmarl.answering.answer`.
 """
 
 from __future__ import annotations
@@ -10,7 +11,15 @@ from collections.abc import Sequence
 
 from popmarl.backend import Backend, Components, RunSetup
 from popmarl.executor import Executor
-from popmarl.records import EvalResult, EvalTask, TrainResult, TrainTask, Weights
+from popmarl.records import (
+    BestResponseResult,
+    BestResponseTask,
+    EvalResult,
+    EvalTask,
+    TrainResult,
+    TrainTask,
+    Weights,
+)
 
 
 class LocalBackend(Backend):
@@ -27,3 +36,6 @@ class LocalBackend(Backend):
 
     def evaluate(self, tasks: Sequence[EvalTask]) -> list[EvalResult]:
         return self._executor.evaluate(tasks)
+
+    def best_respond(self, tasks: Sequence[BestResponseTask]) -> list[BestResponseResult]:
+        return [self._executor.best_respond(task) for task in tasks]

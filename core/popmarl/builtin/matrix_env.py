@@ -2,7 +2,7 @@
 
 Named games (``rps``, ``matching_pennies``, ``prisoners_dilemma``), seeded random
 zero-sum or general-sum games of a given size, or a payoff tensor ``[n, A_1, ..., A_n]``
-from a ``.npy`` file. Evaluation and NashConv are exact.
+from a ``.npy`` file. Evaluation (returns and win / draw / loss) and NashConv are exact.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import numpy as np
 from popmarl.env import CorrelatedProfile, ExactEnv, MixedProfile, Profile, Step, VectorEnv
 from popmarl.errors import ConfigError
 from popmarl.metagame import batch_expected_payoffs, deviation_payoffs, nash_conv
+from popmarl.outcomes import outcome_indicators
 from popmarl.policy import ExplicitPolicy
 from popmarl.records import Observations
 from popmarl.spaces import Box, Discrete
@@ -140,6 +141,9 @@ class MatrixEnv(ExactEnv):
         self.payoffs = payoff_tensor(self.config)
         self._agents = tuple(f"player_{k}" for k in range(self.payoffs.shape[0]))
         self.zero_sum = len(self._agents) == 2 and bool(np.allclose(self.payoffs.sum(axis=0), 0.0))
+        # Per outcome (win, draw, loss), a payoff-shaped tensor of its indicator.
+        indicators = outcome_indicators(np.moveaxis(self.payoffs, 0, -1))
+        self._outcome_tensors = [np.moveaxis(indicator, -1, 0) for indicator in indicators]
 
     @property
     def agents(self) -> tuple[str, ...]:
@@ -160,6 +164,10 @@ class MatrixEnv(ExactEnv):
     def exact_returns(self, profiles: Sequence[Profile]) -> np.ndarray:
         per_agent = zip(*(self._strategies(p) for p in profiles))
         return batch_expected_payoffs(self.payoffs, [np.stack(rows) for rows in per_agent])
+
+    def exact_outcomes(self, profiles: Sequence[Profile]) -> np.ndarray:
+        strategies = [np.stack(rows) for rows in zip(*(self._strategies(p) for p in profiles))]
+        return np.stack([batch_expected_payoffs(tensor, strategies) for tensor in self._outcome_tensors], axis=1)
 
     def mixed_strategies(self, profile: MixedProfile) -> list[np.ndarray]:
         """Each agent's mixture of policies collapsed to one mixed strategy."""

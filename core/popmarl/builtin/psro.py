@@ -35,6 +35,7 @@ from popmarl.payoffs import PayoffTable
 from popmarl.policy import Policy
 from popmarl.population import AgentMapping, policy_id
 from popmarl.records import (
+    BestResponseTask,
     EvalTask,
     JointOpponents,
     LearnerInit,
@@ -178,7 +179,7 @@ class PSRO(IterativeScenario):
         ctx = self.ctx
         iteration = state.iteration + 1
         t0 = time.monotonic()
-        results = ctx.backend.train(self._train_tasks(state, iteration))
+        results = self._respond(self._train_tasks(state, iteration))
         train_time = time.monotonic() - t0
         for result in results:
             for frozen in result.policies:
@@ -216,7 +217,9 @@ class PSRO(IterativeScenario):
         meta-strategy of every seat, with its algorithm's opponent exploration unless the
         config sets one or the game has chance (:func:`popmarl.algorithm.opponent_exploration`);
         it starts as ``training.init`` says (see :meth:`_init`). With a joint
-        meta-strategy, one per population and recommendation (:meth:`_joint_opponents`)."""
+        meta-strategy, one per population and recommendation (:meth:`_joint_opponents`):
+        the first's learner is the population's (its key the population's name, its state
+        checkpointed), each further one a new learner under a key of its own."""
         ctx = self.ctx
         training = ctx.config.training
         opponents = tuple(
@@ -237,13 +240,33 @@ class PSRO(IterativeScenario):
                                   iteration=iteration)
                 seed = derive_seed(ctx.config.seed, iteration, k) if j == 0 else derive_seed(ctx.config.seed, iteration, k, j)
                 # Further recommendations (CE) start like a new learner: the population's
-                # one carried-on learner is the first's.
+                # one carried-on learner is the first's. Each has a key of its own (no
+                # population name has a "/"), so none replaces that learner where it is held.
                 init = self._init(state, population, warm and j == 0, from_newest)
-                learner = LearnerSpec(key=population, population=population, seats=ctx.mapping.agents_of(population),
+                key = population if j == 0 else f"{population}/recommendation{j}"
+                learner = LearnerSpec(key=key, population=population, seats=ctx.mapping.agents_of(population),
                                       one_seat=True, seed=seed, init=init, snapshot=spec)
                 tasks.append(TrainTask(learners=(learner,), seed=seed, opponents=seats, joint=joint, budget=budget,
                                        return_state=warm and j == 0))
         return tasks
+
+    def _respond(self, tasks: Sequence[TrainTask]) -> list[TrainResult]:
+        """Each task's result, in order: the populations whose algorithm answers exactly
+        are asked their best response (``Backend.best_respond``, no learner); the others,
+        and those that decline, train."""
+        ctx = self.ctx
+        asked = {k: BestResponseTask(population=spec.population, seed=spec.seed, snapshot=spec.snapshot,
+                                     opponents=task.opponents, joint=task.joint)
+                 for k, task in enumerate(tasks) for spec in task.learners
+                 if len(task.learners) == 1 and spec.snapshot is not None and ctx.agents[spec.population].answers}
+        answers = dict(zip(asked, ctx.backend.best_respond(list(asked.values())))) if asked else {}
+        results = {k: TrainResult(policies=(answer.policy,), learner_metrics={tasks[k].learners[0].key: {}},
+                                  metrics={"train_time_s": answer.seconds})
+                   for k, answer in answers.items() if answer.policy is not None}
+        training = [k for k in range(len(tasks)) if k not in results]
+        if training:
+            results.update(zip(training, ctx.backend.train([tasks[k] for k in training])))
+        return [results[k] for k in range(len(tasks))]
 
     def _joint_opponents(self, state: PSROState, seat: int) -> list[JointOpponents]:
         """The other seats' profiles drawn together from the joint meta-strategy:
@@ -340,7 +363,7 @@ class PSRO(IterativeScenario):
         episodes = ctx.config.evaluation.episodes_per_entry
         tasks = [
             EvalTask(index=index, profile={a: axis_ids[k][i] for k, (a, i) in enumerate(zip(ctx.env.agents, index))},
-                     episodes=episodes, seed=seed)
+                     episodes=episodes, seed=seed, outcomes=False)
             for index in table.missing()
         ]
         results = ctx.backend.evaluate(tasks)

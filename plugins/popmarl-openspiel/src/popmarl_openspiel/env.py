@@ -3,8 +3,9 @@
 Turn-based and simultaneous-move games, chance, two or more players, any utility.
 Agents are ``player_0 .. player_{n-1}``; observations are the information-state (or
 observation) tensors, with legal-action masks and the tabular keys OpenSpiel's policies
-use. Games up to ``exact_limit`` histories are evaluated exactly: payoff entries in
-sequence form, NashConv by OpenSpiel, and ``final_policy.json`` written at the end.
+use. Games up to ``exact_limit`` histories are evaluated exactly: payoff entries and
+win / draw / loss probabilities in sequence form, NashConv by OpenSpiel, and
+``final_policy.json`` written at the end.
 """
 
 from __future__ import annotations
@@ -120,6 +121,9 @@ class OpenSpielEnv(ExactEnv):
 
     def exact_returns(self, profiles: Sequence[Profile]) -> np.ndarray:
         return self.exact.returns(profiles)
+
+    def exact_outcomes(self, profiles: Sequence[Profile]) -> np.ndarray:
+        return self.exact.outcomes(profiles)
 
     def nash_conv(self, profile: MixedProfile) -> float:
         return self.exact.nash_conv(profile)

@@ -1,5 +1,5 @@
-"""Exact evaluation of a game small enough to enumerate: payoffs, mixtures, best
-responses, NashConv.
+"""Exact evaluation of a game small enough to enumerate: payoffs, win / draw / loss
+probabilities, mixtures, best responses, NashConv.
 
 Holds the flattened tree and its sequence form, and caches each policy's behaviour
 table and realization plan per player (policies in a population are frozen; a
@@ -15,10 +15,12 @@ from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import attrs
 import numpy as np
 
 from popmarl.env import CorrelatedProfile, MixedProfile, Profile
 from popmarl.errors import ConfigError
+from popmarl.outcomes import outcome_indicators
 from popmarl.policy import Policy
 from popmarl_openspiel.aggregate import mixture_plan, policy_table
 from popmarl_openspiel.exploitability import Implementation, SpielOracle
@@ -40,6 +42,7 @@ class ExactGame:
         self.form = SequenceForm(tree)
         self.oracle = SpielOracle(spiel, tree)
         self.agents = tuple(spiel.agent(p) for p in range(spiel.num_players))
+        self._outcome_forms: tuple[SequenceForm, ...] | None = None
         self._correlated: OrderedDict[bytes, tuple[np.ndarray, float]] = OrderedDict()
         self._cache: weakref.WeakKeyDictionary[Policy, dict[int, tuple[Any, np.ndarray, np.ndarray]]] = (
             weakref.WeakKeyDictionary())
@@ -72,9 +75,44 @@ class ExactGame:
     def returns(self, profiles: Sequence[Profile]) -> np.ndarray:
         """``[B, n]`` expected returns of joint profiles (chance included), each distinct
         policy's plan computed once and all entries in one product per player."""
-        n = len(self.agents)
         if not profiles:
-            return np.zeros((0, n))
+            return np.zeros((0, len(self.agents)))
+        return self.form.returns(*self._profile_plans(profiles))
+
+    def outcomes(self, profiles: Sequence[Profile]) -> np.ndarray:
+        """``[B, 3, n]``: each seat's probability of winning, drawing and losing
+        (:mod:`popmarl.outcomes`) under joint profiles — expected returns with each
+        terminal's utility replaced by its outcome indicator, in the same products as
+        :meth:`returns`. Draws are what wins and losses leave; with two seats one seat's
+        win is the other's loss, so one form gives everything."""
+        n = len(self.agents)
+        if not profiles or n < 2:  # one seat: every game is a draw
+            return np.broadcast_to(np.array([0.0, 1.0, 0.0])[:, None], (len(profiles), 3, n)).copy()
+        plans, index = self._profile_plans(profiles)
+        if n == 2:
+            won, lost = self._outcome_sequence_forms()[0].returns(plans, index).T  # seat 0's win and loss
+            win, loss = np.stack([won, lost], axis=1), np.stack([lost, won], axis=1)
+        else:
+            win, loss = (form.returns(plans, index) for form in self._outcome_sequence_forms())
+        draw = np.maximum(1.0 - win - loss, 0.0)  # no negative rounding residue where draws are impossible
+        return np.stack([win, draw, loss], axis=1)
+
+    def _outcome_sequence_forms(self) -> tuple[SequenceForm, ...]:
+        """The sequence forms weighing each terminal by outcome indicators instead of
+        utilities (built on first use): two seats, one form of seat 0's (win, loss);
+        more, one form of every seat's wins and one of its losses."""
+        if self._outcome_forms is None:
+            win, _, loss = outcome_indicators(self.tree.terminal_utility)  # each [Z, n]
+            columns = [np.stack([win[:, 0], loss[:, 0]], axis=1)] if len(self.agents) == 2 else [win, loss]
+            self._outcome_forms = tuple(SequenceForm(attrs.evolve(self.tree, terminal_utility=utility))
+                                        for utility in columns)
+        return self._outcome_forms
+
+    def _profile_plans(self, profiles: Sequence[Profile]) -> tuple[list[np.ndarray], np.ndarray]:
+        """Each player's distinct plans as columns ``[S_p, m_p]`` (a policy's plan computed
+        once, however many profiles it plays in) and ``[B, n]`` the column each profile
+        takes per player: the input of :meth:`SequenceForm.returns`."""
+        n = len(self.agents)
         columns: list[dict[int, int]] = [{} for _ in range(n)]
         plans: list[list[np.ndarray]] = [[] for _ in range(n)]
         index = np.zeros((len(profiles), n), dtype=np.int64)
@@ -86,7 +124,7 @@ class ExactGame:
                     col = columns[p][id(policy)] = len(plans[p])
                     plans[p].append(self.plan(policy, p))
                 index[b, p] = col
-        return self.form.returns([np.stack(cols, axis=1) for cols in plans], index)
+        return [np.stack(cols, axis=1) for cols in plans], index
 
     # -- mixtures -----------------------------------------------------------------------
     def mixture_plan(self, mixture: Sequence[tuple[Policy, float]], player: int) -> np.ndarray:

@@ -23,10 +23,18 @@ from popmarl.algorithm import Algorithm
 from popmarl.backend import Components, RunSetup
 from popmarl.executor import Executor
 from popmarl.policy import Policy
-from popmarl.records import EvalResult, EvalTask, LearnerInit, TrainResult, TrainTask, Weights
+from popmarl.records import (
+    BestResponseResult,
+    BestResponseTask,
+    EvalResult,
+    EvalTask,
+    LearnerInit,
+    TrainResult,
+    TrainTask,
+    Weights,
+)
 from popmarl.registries import Registries
-from popmarl.rollout import Seating
-from popmarl.training import opponent_draw
+from popmarl.rollout import OpponentDraw, Seating
 from popmarl_ray.learner import AsyncTraining
 
 #: Components registered in the driver without an entry point (``with_component``),
@@ -115,6 +123,10 @@ class RolloutWorkerActor(_Actor):
         """A batch of payoff entries (exact, or sampled in one shared vector of games)."""
         return self.executor.evaluate(tasks)
 
+    def best_respond(self, tasks: Sequence[BestResponseTask]) -> list[BestResponseResult]:
+        """A batch of exact best responses."""
+        return [self.executor.best_respond(task) for task in tasks]
+
     def explore(self, key: str, task: TrainTask, episodes: int, seed: int) -> ExploreReport:
         """Play ``episodes`` episodes of the one learner of training attempt ``key`` (with
         the newest weights it has published, in its seats) against the task's opponents,
@@ -126,7 +138,7 @@ class RolloutWorkerActor(_Actor):
         (spec,) = task.learners
         played = self.executor.train_rollout.explore(
             learners=[Seating(policy=policy, seats=spec.seats, one_seat=spec.one_seat)],
-            opponents=opponent_draw(task, self.executor.policy), max_episodes=episodes, max_steps=None, seed=seed,
+            opponents=OpponentDraw.of(task.opponents, task.joint, self.executor.policy), max_episodes=episodes, max_steps=None, seed=seed,
             self_play=task.budget.self_play, opponent_epsilon=task.budget.opponent_epsilon,
         )
         (trajectories,) = played.episodes

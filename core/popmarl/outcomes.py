@@ -1,0 +1,43 @@
+"""How a game ended for each seat: won, drawn or lost.
+
+A seat **wins** a game when its return beats every other seat's, **loses** when another
+seat's return beats it, and **draws** otherwise (ties at the top; every seat of a game
+with one seat). Evaluation reports these per seat (:class:`~popmarl.records.EvalResult`):
+counted over sampled games, or as probabilities where an exact env computes them
+(:meth:`~popmarl.env.ExactEnv.exact_outcomes`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+#: The rows of an outcome array, in order.
+OUTCOMES = ("win", "draw", "loss")
+
+
+def outcome_signs(returns: np.ndarray) -> np.ndarray:
+    """Per game and seat, +1 (won), 0 (drawn) or -1 (lost): ``returns`` is ``[..., n]``
+    (each game's returns in seat order), the result has its shape."""
+    returns = np.asarray(returns, dtype=float)
+    n = returns.shape[-1]
+    if n < 2:
+        return np.zeros(returns.shape, dtype=np.int8)
+    # The best return among the other seats: the top one, or the runner-up for the top seat.
+    ordered = np.sort(returns, axis=-1)
+    top, second = ordered[..., -1:], ordered[..., -2:-1]
+    best_other = np.where(returns == top, second, top)
+    return np.sign(returns - best_other).astype(np.int8)
+
+
+def outcome_counts(returns: np.ndarray) -> np.ndarray:
+    """``[3, n]``: per seat, how many of the games (rows of ``returns``, ``[E, n]``) it
+    won, drew and lost (:data:`OUTCOMES` order)."""
+    signs = outcome_signs(np.asarray(returns).reshape(-1, np.shape(returns)[-1]))
+    return np.stack([(signs > 0).sum(axis=0), (signs == 0).sum(axis=0), (signs < 0).sum(axis=0)]).astype(float)
+
+
+def outcome_indicators(returns: np.ndarray) -> np.ndarray:
+    """``[3, ..., n]``: one-hot win / draw / loss of each seat for returns ``[..., n]``
+    (an exact env weighs these by the probability of reaching each terminal)."""
+    signs = outcome_signs(returns)
+    return np.stack([signs > 0, signs == 0, signs < 0]).astype(float)

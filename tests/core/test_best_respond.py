@@ -1,0 +1,111 @@
+"""Exact oracles answer, they don't train: ``Backend.best_respond`` asks a population's
+algorithm for its best response with no learner, and PSRO asks it for every population
+whose algorithm answers exactly (those that decline train instead)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+import popmarl
+from popmarl.builtin.exact_matrix_br import ExactMatrixBR
+from popmarl.builtin.local_backend import LocalBackend
+from popmarl.records import (
+    BestResponseResult,
+    BestResponseTask,
+    LearnerInit,
+    LearnerSpec,
+    Opponents,
+    PolicySpec,
+    TrainResult,
+    TrainTask,
+)
+
+from test_eval_tasks import mixture, rps_backend
+
+
+def snapshot(population: str, index: int) -> PolicySpec:
+    return PolicySpec(policy_id=f"{population}/{index}", population=population, algorithm="exact_matrix_br",
+                      iteration=1)
+
+
+def test_best_respond_answers_each_task_with_no_learner() -> None:
+    backend = rps_backend()
+    # Every seat's meta-strategy (the responder's own seat is ignored), as PSRO gives them.
+    meta = (mixture("player_0", {2: 0.8, 3: 0.2}), mixture("player_1", {0: 1.0}))
+    answers = backend.best_respond([
+        BestResponseTask(population="player_0", seed=0, snapshot=snapshot("player_0", 9), opponents=meta),
+        BestResponseTask(population="player_1", seed=0, snapshot=snapshot("player_1", 9), opponents=meta),
+    ])
+    assert [a.policy.spec.policy_id for a in answers if a.policy] == ["player_0/9", "player_1/9"]
+    assert [a.policy.weights["probs"].tolist() for a in answers if a.policy] == [[0, 1, 0], [1, 0, 0]]
+    assert backend._executor.learners.held == {}  # nothing was trained or kept
+
+
+class Declining(ExactMatrixBR):
+    """``exact_matrix_br`` that has no answer (test only)."""
+
+    def best_response(self, problem):  # type: ignore[no-untyped-def]
+        return None
+
+
+def test_a_declined_question_has_no_policy(monkeypatch: pytest.MonkeyPatch) -> None:
+    backend = rps_backend()
+    backend._executor.agents["player_0"].algorithm = Declining()
+    (result,) = backend.best_respond([BestResponseTask(population="player_0", seed=0,
+                                                       snapshot=snapshot("player_0", 9),
+                                                       opponents=(mixture("player_0", {0: 1.0}),
+                                                                  mixture("player_1", {0: 1.0})))])
+    assert result.policy is None
+
+
+def test_an_exact_oracle_in_a_train_task_answers_without_a_learner() -> None:
+    """A scenario written against the train verb keeps working: the answer is the snapshot."""
+    backend = rps_backend()
+    spec = LearnerSpec(key="player_0", population="player_0", seats=("player_0",), seed=3,
+                       init=LearnerInit(kind="continue"), snapshot=snapshot("player_0", 9))
+    meta = (mixture("player_0", {0: 1.0}), mixture("player_1", {1: 1.0}))
+    (result,) = backend.train([TrainTask(learners=(spec,), seed=3, opponents=meta, return_state=True)])
+    assert result.policies[0].weights["probs"].tolist() == [0, 0, 1]  # scissors beats paper
+    assert result.states["player_0"].weights["probs"].tolist() == [0, 0, 1] and not result.states["player_0"].trainer
+    assert result.env_steps == 0 and backend._executor.learners.held == {}
+
+
+class CountingCalls(LocalBackend):
+    """The local backend, counting train and best-response tasks per call (test only)."""
+
+    trains: list[int] = []
+    questions: list[int] = []
+
+    def train(self, tasks: Sequence[TrainTask]) -> list[TrainResult]:
+        type(self).trains.append(len(tasks))
+        return super().train(tasks)
+
+    def best_respond(self, tasks: Sequence[BestResponseTask]) -> list[BestResponseResult]:
+        type(self).questions.append(len(tasks))
+        return super().best_respond(tasks)
+
+
+@pytest.fixture
+def counting(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(CountingCalls, "trains", [])
+    monkeypatch.setattr(CountingCalls, "questions", [])
+    monkeypatch.setattr(popmarl, "backends", popmarl.backends.with_component("counting_calls", CountingCalls))
+    monkeypatch.setattr(popmarl, "algorithms", popmarl.algorithms.with_component("declining", Declining))
+
+
+def test_psro_asks_exact_oracles_and_trains_nothing(counting: None, run_inprocess, tmp_path: Path) -> None:
+    summary = run_inprocess(backend={"name": "counting_calls"}, solver="nash", stopping={"max_iterations": 3})
+    assert CountingCalls.questions == [2, 2, 2] and CountingCalls.trains == []
+    assert summary["nash_conv"] == pytest.approx(0.0, abs=1e-9)  # double oracle solves rps in 3 iterations
+    metrics = [line for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert all('"train/player_0/train_time_s"' in line for line in metrics)
+
+
+def test_psro_trains_the_populations_whose_oracle_declines(counting: None, run_inprocess) -> None:
+    run_inprocess(backend={"name": "counting_calls"}, agents={"mapping": "per_player"},
+                  algorithm={"name": None, "player_0": "exact_matrix_br", "player_1": "declining"},
+                  stopping={"max_iterations": 2})
+    assert CountingCalls.questions == [2, 2] and CountingCalls.trains == [1, 1]
