@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
+import attrs
 import numpy as np
 import pytest
 from ray.exceptions import ActorDiedError, RayTaskError
@@ -15,7 +16,7 @@ from popmarl.records import Episode, EvalTask, LearnerInit, LearnerSpec, Learner
 from popmarl_ray import RayConfig
 from popmarl_ray.faults import RayBackendError, Retries, actor_died, first_line
 from popmarl_ray.placement import Placement
-from popmarl_ray.scheduling import split
+from popmarl_ray.scheduling import derive_seed, split
 from popmarl_ray.servers import EpisodeServerActor, ParameterServerActor
 
 
@@ -33,6 +34,16 @@ def test_split_covers_every_entry_once_in_seeded_batches() -> None:
     assert all(len({t.seed for t in b}) == 1 for b in batches)  # ... shared by its entries
     assert seeds == [b[0].seed for b in split(tasks, 8)]  # and the same every time
     assert len(split(tasks[:3], 8)) == 3 and split(tasks, 1)[0][0].index == (0, 0)
+
+
+def test_split_keeps_each_seed_apart_and_seeds_its_batches_from_it() -> None:
+    """Each task's own seed is honoured: a batch holds the tasks of one seed, seeded from it."""
+    tasks = [attrs.evolve(t, seed=7 if i < 6 else 8) for i, t in enumerate(_tasks(8))]
+    batches = split(tasks, 4)
+    assert [t.index for b in batches for t in b] == [t.index for t in tasks]
+    assert [[t.index[0] for t in b] for b in batches] == [[0, 1], [2, 3], [4, 5], [6, 7]]  # seed 7's six tasks in 3 batches, seed 8's two in 1
+    assert [b[0].seed for b in batches] == [derive_seed(7, 0), derive_seed(7, 1), derive_seed(7, 2), derive_seed(8, 0)]
+    assert [b[0].seed for b in batches[:3]] == [b[0].seed for b in split(tasks[:6], 3)]
 
 
 def _episode(ret: float) -> Episode:
