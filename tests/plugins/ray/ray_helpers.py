@@ -13,15 +13,26 @@ from collections.abc import Callable, Mapping, Sequence
 from importlib import metadata
 from typing import Any
 
+import attrs
 import numpy as np
 import ray
 
 import popmarl
 from popmarl.algorithm import Algorithm, PolicySpace
+from popmarl.builtin.exact_matrix_br import ExactMatrixBR, ExactMatrixBRConfig
 from popmarl.config import validate
 from popmarl.errors import CheckpointError
 from popmarl.policy import ExplicitPolicy, masked_uniform, sample_rows
-from popmarl.records import EvalResult, EvalTask, Episode, Observations, TrainResult, TrainTask
+from popmarl.records import (
+    BestResponseResult,
+    BestResponseTask,
+    EvalResult,
+    EvalTask,
+    Episode,
+    Observations,
+    TrainResult,
+    TrainTask,
+)
 from popmarl.spaces import Discrete
 from popmarl.trainer import Trainer, TrainerState
 from popmarl_ray import RayBackend
@@ -140,6 +151,98 @@ class FailingBandit(Bandit):
         return FailingPolicy(space.action_space.n)
 
 
+# -- plugins with a bug: each call is noted in a file, so a test counts them over every process ----
+#: The test session's own process (the actors see this value: the module is pickled by value).
+DRIVER_PID = os.getpid()
+
+
+def tally(path: str) -> None:
+    """Note one call in the file ``path`` (a line per call, from whichever process)."""
+    with open(path, "a", encoding="utf-8") as calls:
+        calls.write(f"{os.getpid()}\n")
+
+
+def tallied(path: Any) -> int:
+    """How many calls :func:`tally` noted in ``path``."""
+    return len(open(path, encoding="utf-8").read().splitlines()) if os.path.exists(path) else 0
+
+
+def mean_return(episodes: Sequence[Episode]) -> float:
+    """A plugin's bug: a TypeError on every call."""
+    total = sum(e.episode_return for e in episodes)
+    return total / "episodes"  # type: ignore[operator]
+
+
+class BuggyTrainer(BanditTrainer):
+    """A bandit trainer whose ``update`` raises a TypeError (noting each call in ``calls``)."""
+
+    def __init__(self, policy: BanditPolicy, calls: str) -> None:
+        super().__init__(policy)
+        self.calls = calls
+
+    def update(self, episodes: Sequence[Episode]) -> Mapping[str, float]:
+        tally(self.calls)
+        return {"mean_return": mean_return(episodes)}
+
+
+@attrs.frozen(kw_only=True)
+class TallyConfig:
+    """``calls``: the file each call of the failing method is noted in."""
+
+    calls: str = ""
+
+
+class BuggyBandit(Bandit):
+    """``bandit`` with a :class:`BuggyTrainer` (test only)."""
+
+    Config = TallyConfig
+
+    def make_trainer(self, *, policy: Any, space: PolicySpace, seed: int) -> Trainer:
+        return BuggyTrainer(policy, self.config.calls)
+
+
+class TalliedFailingPolicy(FailingPolicy):
+    """:class:`FailingPolicy`, noting in ``calls`` each greedy ``act`` (each one fails)."""
+
+    def __init__(self, n_actions: int, calls: str) -> None:
+        super().__init__(n_actions)
+        self.calls = calls
+
+    def act(self, batch: Observations, *, explore: bool, rng: np.random.Generator) -> np.ndarray:
+        if not explore:
+            tally(self.calls)
+        return super().act(batch, explore=explore, rng=rng)
+
+
+class TalliedFailingBandit(Bandit):
+    """``bandit`` whose policies fail in payoff evaluation, noting each failure in ``calls``."""
+
+    Config = TallyConfig
+
+    def make_policy(self, *, space: PolicySpace, seed: int) -> TalliedFailingPolicy:
+        assert isinstance(space.action_space, Discrete)
+        return TalliedFailingPolicy(space.action_space.n, self.config.calls)
+
+
+@attrs.frozen(kw_only=True)
+class FragileConfig(ExactMatrixBRConfig):
+    """``broken``: a file whose presence breaks the algorithm's construction in an actor."""
+
+    broken: str = ""
+
+
+class FragileBR(ExactMatrixBR):
+    """``exact_matrix_br`` that an actor cannot build once the file ``broken`` exists (a
+    plugin's bug that shows only in a fresh actor, e.g. a replacement; test only)."""
+
+    Config = FragileConfig
+
+    def __init__(self, **params: Any) -> None:
+        super().__init__(**params)
+        if os.getpid() != DRIVER_PID and os.path.exists(self.config.broken):
+            raise TypeError(f"fragile: cannot build from {self.config.broken!r}")
+
+
 def with_bandit(monkeypatch: Any) -> None:
     """Register ``bandit`` in this process only (the backend ships it to the actors)."""
     monkeypatch.setattr(popmarl, "algorithms", popmarl.algorithms.with_component("bandit", Bandit))
@@ -206,7 +309,7 @@ def _signal_quietly(pid: int, sig: int) -> None:
 
 class KillingBackend(RayBackend):
     """The ray backend, with a plan of kills: ``KillingBackend.plan`` maps
-    ``("evaluate" | "train", call number)`` to a function ``(backend) -> None`` run just
+    ``("evaluate" | "train" | "best_respond", call number)`` to a function ``(backend) -> None`` run just
     before that call. At every call it notes the call's kind (``call_kinds``), the worker
     pids (``seen_workers``) and the servers' stream counts (``seen_streams``); the last
     instance is kept in ``KillingBackend.last``."""
@@ -216,7 +319,7 @@ class KillingBackend(RayBackend):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.calls = {"evaluate": 0, "train": 0}
+        self.calls = {"evaluate": 0, "train": 0, "best_respond": 0}
         self.seen_workers: list[tuple[int, ...]] = []
         self.seen_streams: list[tuple[int, int]] = []
         self.call_kinds: list[str] = []
@@ -238,6 +341,10 @@ class KillingBackend(RayBackend):
     def train(self, tasks: Sequence[TrainTask]) -> list[TrainResult]:
         self._before("train")
         return super().train(tasks)
+
+    def best_respond(self, tasks: Sequence[BestResponseTask]) -> list[BestResponseResult]:
+        self._before("best_respond")
+        return super().best_respond(tasks)
 
 
 class SlowToCloseEpisodeServer(EpisodeServerActor):

@@ -1,5 +1,5 @@
 """Errors reach the user as one line: no cluster at the address, too few CPUs, a bad
-parameter, a task that keeps failing."""
+parameter, a fault that persists; a plugin's bug is not retried and keeps its traceback."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ import ray
 import popmarl
 from popmarl.errors import ConfigError, UserError
 from popmarl_ray import RayBackendError, RayConnectionError
-from ray_helpers import MATRIX_EXACT, FailingBandit, ray_backend, run
+from popmarl_ray.faults import RemotePluginError
+from ray_helpers import MATRIX_EXACT, FailingBandit, KillingBackend, kill_pid, ray_backend, run, with_killing_backend
 
 
 @pytest.mark.parametrize("address", ["127.0.0.1:1", "ray://127.0.0.1:1"])
@@ -66,11 +67,28 @@ def test_bad_parameters_are_config_errors(tmp_path: Path) -> None:
     assert paths == ["backend.params.address", "backend.params.num_rollout_workers", "backend.params.max_staleness"]
 
 
-def test_a_failure_that_persists_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_fault_that_persists_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def kill_the_worker(backend: KillingBackend) -> None:
+        kill_pid(backend.worker_pids()[0])
+
+    with_killing_backend(monkeypatch, {("evaluate", 2): kill_the_worker})
+    config = {**MATRIX_EXACT, "evaluation": {"exact": "never", "episodes_per_entry": 100},
+              "backend": {"name": "ray_killing", "params": {"num_rollout_workers": 1, "max_task_retries": 0}}}
+    with pytest.raises(RayBackendError) as info:
+        run(config, tmp_path / "run")
+    assert str(info.value).startswith("ray backend: rollout worker failed 1 times: The actor died")
+    assert "\n" not in str(info.value)
+
+
+def test_a_plugins_error_is_not_retried_and_keeps_its_traceback(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(popmarl, "algorithms", popmarl.algorithms.with_component("failing", FailingBandit))
     config = {**MATRIX_EXACT, "algorithm": {"name": "failing"}, "evaluation": {"exact": "never"},
               "backend": ray_backend(num_rollout_workers=1, max_task_retries=1)}
-    with pytest.raises(RayBackendError) as info:
+    with pytest.raises(RemotePluginError) as info:
         run(config, tmp_path / "run")
-    assert str(info.value) == "ray backend: rollout worker failed 2 times: RuntimeError: boom"
-    assert "second line" in info.value.detail  # Ray's full text is kept for debugging
+    first, *traceback = str(info.value).splitlines()
+    assert first == "RuntimeError: boom"
+    assert traceback[0].startswith("ray::RolloutWorkerActor.evaluate()")
+    assert traceback[-2:] == ["RuntimeError: boom", "second line of a long remote traceback"]
+    assert isinstance(info.value.cause, RuntimeError) and not isinstance(info.value, UserError)

@@ -5,15 +5,30 @@ PSRO's exact oracles are asked through ``best_respond`` on the workers, not trai
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 import popmarl
+from popmarl.backend import Components, RunSetup
+from popmarl.builtin.exact_matrix_br import ExactMatrixBR
+from popmarl.builtin.matrix_env import MatrixEnv
 from popmarl.cli import main
-from popmarl.records import BestResponseResult, BestResponseTask, TrainResult, TrainTask
+from popmarl.population import AgentMapping
+from popmarl.records import (
+    BestResponseResult,
+    BestResponseTask,
+    LearnerSpec,
+    Opponents,
+    PolicySpec,
+    TrainResult,
+    TrainTask,
+)
+from popmarl.runner import policy_spaces
 from popmarl_ray import RayBackend
 
 from ray_helpers import MATRIX_EXACT, ray_backend, run
@@ -69,3 +84,29 @@ def test_exact_oracles_answer_on_the_workers_and_match_local(tmp_path: Path, mon
                  tmp_path / "ray")
     assert CountingRay.questions == [2, 2, 2] and CountingRay.trains == []
     assert on_ray["meta_strategies"] == local["meta_strategies"] and on_ray["nash_conv"] == local["nash_conv"]
+
+
+def test_an_exact_oracle_sent_to_train_is_answered_without_an_episode_stream() -> None:
+    """A scenario written before ``best_respond`` sends exact oracles to ``train``: on Ray
+    the learner actor answers, and no training attempt's state is left on the servers."""
+    env = MatrixEnv(game="rps")
+    mapping = AgentMapping.resolve("per_player", env.agents)
+    spaces = policy_spaces(env, mapping)
+    setup = RunSetup(env_name="matrix", env_params={"game": "rps"}, mapping=mapping, spaces=spaces, seed=0,
+                     algorithms={p: ("exact_matrix_br", {}) for p in spaces})
+    backend = RayBackend(num_rollout_workers=1)
+    backend.start(setup, Components(env=env, algorithms={p: ExactMatrixBR() for p in spaces}))
+    try:
+        for population in spaces:
+            backend.add_policy(f"{population}/0", {"probs": np.array([0.0, 1.0, 0.0])})  # paper
+        meta = tuple(Opponents(agent=a, population=a, policy_ids=(f"{a}/0",), mixture=np.ones(1)) for a in env.agents)
+        spec = LearnerSpec(key="player_0", population="player_0", seats=("player_0",), seed=1,
+                           snapshot=PolicySpec(policy_id="player_0/1", population="player_0",
+                                               algorithm="exact_matrix_br", iteration=1))
+        start = time.monotonic()
+        (result,) = backend.train([TrainTask(learners=(spec,), seed=1, opponents=meta)])
+        assert result.policies[0].weights["probs"].tolist() == [0, 0, 1]  # scissors beats paper
+        assert time.monotonic() - start < 10 and backend.open_streams() == (0, 0)
+        assert backend.held_learners() == {"player_0": [], "player_1": []}
+    finally:
+        backend.close()

@@ -32,7 +32,9 @@ def test_kuhn_exact_br_equals_local(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     remote = run({**config, "backend": {"name": "ray_killing", "params": {"num_rollout_workers": 2}}}, tmp_path / "ray")
     assert KillingBackend.last is not None
     assert len(set(KillingBackend.last.seen_workers)) == 1  # the actors are created once and reused
-    assert len(KillingBackend.last.seen_workers) >= 6  # 3 train and 3+ evaluate calls
+    # exact_br is asked, not trained: 3 best_respond and 3+ evaluate calls
+    assert KillingBackend.last.calls["best_respond"] == 3 and KillingBackend.last.calls["train"] == 0
+    assert len(KillingBackend.last.seen_workers) >= 6
     assert remote["status"] == "completed" and remote["iterations"] == 3
     assert remote["populations"] == local["populations"]
     assert remote["nash_conv"] == pytest.approx(local["nash_conv"], abs=1e-12)

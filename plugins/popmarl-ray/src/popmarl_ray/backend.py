@@ -6,6 +6,9 @@ an actor that replaces a dead one). Evaluation is split over the workers in batc
 Training: one learner actor per population holds the learners routed to it by key
 (:mod:`popmarl_ray.placement`); a single learner that trains is fed asynchronously by
 the workers, and a replaced learner actor's learners are rebuilt from their last state.
+Exact best responses (``best_respond``) are spread over the rollout workers, one task
+per call; a train task whose learner's algorithm answers exactly runs in its learner
+actor, which answers without starting a learner (the driver waits on no episode stream).
 """
 
 from __future__ import annotations
@@ -18,20 +21,28 @@ from typing import Any
 
 import attrs
 import ray
-from ray.exceptions import GetTimeoutError
+from ray.exceptions import GetTimeoutError, RayError
 
 from popmarl.backend import Backend, Components, RunSetup
-from popmarl.records import EvalResult, EvalTask, TrainResult, TrainTask, Weights
+from popmarl.records import (
+    BestResponseResult,
+    BestResponseTask,
+    EvalResult,
+    EvalTask,
+    TrainResult,
+    TrainTask,
+    Weights,
+)
 from popmarl_ray import cluster, scheduling
-from popmarl_ray.actors import LearnerActor, LocalComponents, RolloutWorkerActor
+from popmarl_ray.actors import LearnerActor, LocalComponents, RolloutWorkerActor, exact
 from popmarl_ray.config import RayConfig
 from popmarl_ray.faults import (
     ActorGroup,
     RayBackendError,
     Servers,
     first_line,
-    is_ray_failure,
-    raise_if_user_error,
+    plugin_errors,
+    raise_if_plugin_error,
 )
 from popmarl_ray.placement import Placement
 from popmarl_ray.servers import EpisodeServerActor, ParameterServerActor
@@ -74,9 +85,14 @@ class RayBackend(Backend):
         self._replaced = 0
         self.placement = Placement(())
         self._serials = itertools.count()
+        self._answering: frozenset[str] = frozenset()
 
     # -- lifecycle ------------------------------------------------------------------
+    # Each public call that runs components in actors ends at a component's own error
+    # (``plugin_errors``): a plugin's bug is not retried, it ends the run with its traceback.
+    @plugin_errors()
     def start(self, setup: RunSetup, components: Components) -> None:
+        self._answering = frozenset(p for p, algorithm in components.algorithms.items() if exact(algorithm))
         self._started_ray = cluster.connect(self.config)
         try:
             self._start_actors(setup)
@@ -122,10 +138,8 @@ class RayBackend(Backend):
                 f"ray backend: the actors did not start within {config.start_timeout_s:.0f} s; the cluster lacks "
                 f"free resources for {self._needs()}"
             ) from None
-        except Exception as exc:
-            if not is_ray_failure(exc):
-                raise
-            raise_if_user_error(exc)
+        except RayError as exc:
+            raise_if_plugin_error(exc)
             raise RayBackendError(f"ray backend: an actor failed to start: {first_line(exc)}", detail=str(exc)) from None
 
     def _needs(self) -> str:
@@ -194,18 +208,26 @@ class RayBackend(Backend):
         for handle in (*workers.handles, *learners.handles):
             handle.add_policies.remote([policy_id], ref)
 
+    @plugin_errors()
     def train(self, tasks: Sequence[TrainTask]) -> list[TrainResult]:
         workers, learners = self._groups()
         training = scheduling.Training(learners=learners, workers=workers, servers=self._servers(),
                                        placement=self.placement, serials=self._serials,
                                        max_retries=self.config.max_task_retries,
-                                       timeout_s=self.config.task_timeout_s)
+                                       timeout_s=self.config.task_timeout_s, answering=self._answering)
         return training.run(tasks)
 
+    @plugin_errors()
     def evaluate(self, tasks: Sequence[EvalTask]) -> list[EvalResult]:
         workers, _ = self._groups()
         return scheduling.evaluate(workers, tasks, chunks_per_worker=self.config.chunks_per_worker,
                                    max_retries=self.config.max_task_retries, timeout_s=self.config.task_timeout_s)
+
+    @plugin_errors()
+    def best_respond(self, tasks: Sequence[BestResponseTask]) -> list[BestResponseResult]:
+        workers, _ = self._groups()
+        return scheduling.best_respond(workers, tasks, max_retries=self.config.max_task_retries,
+                                       timeout_s=self.config.task_timeout_s)
 
     # -- inspection (tests, tools) ----------------------------------------------------
     def worker_pids(self, timeout_s: float = 5.0) -> list[int]:

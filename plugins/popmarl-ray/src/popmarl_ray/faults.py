@@ -1,20 +1,44 @@
-"""Failures: one-line errors, which Ray errors mean a dead actor, replacement and retries.
+"""Failures: which errors are faults of a process or machine (retried on a fresh actor),
+one-line errors, replacement and retries.
 
 Ray's own exceptions carry remote tracebacks many lines long; the user gets one line
-(the full text stays in the exception's ``detail``). An error a component raised on
-purpose (a :class:`popmarl.errors.UserError`) is re-raised as is.
+(the full text stays in the exception's ``detail``). What a component raises in an actor
+is not retried, as it would fail again: an error raised on purpose (a
+:class:`popmarl.errors.UserError`) is re-raised as is, anything else (a plugin's bug)
+ends the run as a :class:`RemotePluginError` that carries the remote traceback.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Hashable
+import re
+from collections.abc import Callable, Hashable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import ray
-from ray.exceptions import GetTimeoutError, RayActorError, RayError, RayTaskError
+from ray.exceptions import (
+    ActorUnschedulableError,
+    GetTimeoutError,
+    LocalRayletDiedError,
+    NodeDiedError,
+    ObjectLostError,
+    ObjectStoreFullError,
+    OutOfDiskError,
+    OutOfMemoryError,
+    RayActorError,
+    RayError,
+    RaySystemError,
+    RayTaskError,
+    RpcError,
+    TaskCancelledError,
+    TaskUnschedulableError,
+    UnserializableException,
+    WorkerCrashedError,
+)
 
-from popmarl.errors import UserError
+from popmarl.errors import PopmarlError, UserError
+from popmarl_ray.learner import AttemptClosedError, StalledError
 
 ActorHandle = Any
 log = logging.getLogger("popmarl_ray")
@@ -35,8 +59,46 @@ class RayConnectionError(UserError):
     """No Ray to connect to at the configured address."""
 
 
+class RemotePluginError(PopmarlError):
+    """A component's error raised in an actor that is neither a fault nor a
+    :class:`~popmarl.errors.UserError` (a plugin's bug): not retried, as it would fail
+    again. The first line names it (``TypeError: ...``: the run's ``stop_reason``), the
+    next ones hold the remote traceback (the CLI prints it); ``cause`` is the exception."""
+
+    def __init__(self, exc: RayTaskError) -> None:
+        super().__init__(f"{first_line(exc)}\n{remote_traceback(exc)}")
+        self.cause = root_cause(exc)
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_CARETS = re.compile(r"^\s*[\^~]+[\s\^~]*$")
+
+
+def remote_traceback(exc: RayTaskError) -> str:
+    """Ray's text of a task error, plain: without its colours, or the markers left under
+    the source lines of Ray's own frames it hides."""
+    lines: list[str] = []
+    for line in _ANSI.sub("", str(exc)).strip().splitlines():
+        source = bool(lines) and lines[-1].startswith("    ") and not _CARETS.match(lines[-1])
+        if _CARETS.match(line) and not source:
+            continue
+        lines.append(line)
+    return "\n".join(lines)
+
+
 class LateError(Exception):
     """An actor ran past its deadline (``task_timeout_s``): it is taken for hung."""
+
+
+#: What a remote call fails with, raised in the driver or in the called actor, when a
+#: process or machine fails (an actor or worker that died, a node or an out-of-memory
+#: kill, a lost object, a call past its deadline), and a learner's attempt the driver
+#: stopped (a server it used was replaced, or no episodes came): retried on a fresh actor.
+FAULTS: tuple[type[BaseException], ...] = (
+    RayActorError, WorkerCrashedError, LocalRayletDiedError, NodeDiedError, OutOfMemoryError, OutOfDiskError,
+    ObjectStoreFullError, ObjectLostError, TaskCancelledError, GetTimeoutError, RaySystemError, RpcError,
+    ActorUnschedulableError, TaskUnschedulableError, LateError, StalledError, AttemptClosedError,
+)
 
 
 def late(what: str, slot: int, doing: str, timeout_s: float) -> LateError:
@@ -46,11 +108,11 @@ def late(what: str, slot: int, doing: str, timeout_s: float) -> LateError:
 
 def first_line(exc: BaseException) -> str:
     """A one-line description of ``exc`` (of its remote cause for a task error)."""
-    if isinstance(exc, RayTaskError) and exc.cause is not None and not isinstance(exc.cause, RayTaskError):
-        cause = exc.cause
+    cause = root_cause(exc)
+    if cause is not exc:
         if isinstance(cause, RayError):
             return first_line(cause)
-        return f"{type(cause).__name__}: {_head(str(cause))}"
+        return ": ".join(filter(None, [type(cause).__name__, _head(str(cause))]))
     if isinstance(exc, RayActorError):
         lines = [line.strip() for line in str(exc).splitlines() if line.strip() and not line.startswith("\t")]
         return " ".join(lines[:2]) or type(exc).__name__
@@ -61,10 +123,41 @@ def _head(text: str) -> str:
     return next((line.strip() for line in text.splitlines() if line.strip()), "")
 
 
+def root_cause(exc: BaseException) -> BaseException:
+    """What the innermost remote task raised (``exc`` itself unless a task error): an actor
+    whose call to another actor failed raises that call's task error."""
+    while isinstance(exc, RayTaskError) and isinstance(exc.cause, BaseException) and exc.cause is not exc:
+        exc = exc.cause
+    return exc
+
+
 def raise_if_user_error(exc: BaseException) -> None:
     """Re-raise the component's own error when a remote task failed on bad input."""
-    if isinstance(exc, RayTaskError) and isinstance(exc.cause, UserError):
-        raise exc.cause from None
+    cause = root_cause(exc)
+    if cause is not exc and isinstance(cause, UserError):
+        raise cause from None
+
+
+def raise_if_plugin_error(exc: BaseException) -> None:
+    """End the run when a remote task failed on the component's own error, not a fault:
+    re-raise a :class:`~popmarl.errors.UserError` as is, anything else as a
+    :class:`RemotePluginError`."""
+    raise_if_user_error(exc)
+    if isinstance(exc, RayTaskError) and not is_ray_failure(exc):
+        raise RemotePluginError(exc) from None
+
+
+@contextmanager
+def plugin_errors() -> Iterator[None]:
+    """Around a backend call (a ``with`` block, or a decorator): a component's own error
+    raised in an actor ends the call as :func:`raise_if_plugin_error` says (the
+    schedulers re-raise such errors at once, see :func:`is_ray_failure`); faults the
+    retries did not absorb pass unchanged."""
+    try:
+        yield
+    except RayTaskError as exc:
+        raise_if_plugin_error(exc)
+        raise
 
 
 def actor_died(exc: BaseException) -> bool:
@@ -73,8 +166,14 @@ def actor_died(exc: BaseException) -> bool:
 
 
 def is_ray_failure(exc: BaseException) -> bool:
-    """Whether ``exc`` is a failure of a remote call (retryable, unless a user error)."""
-    return isinstance(exc, RayError)
+    """Whether ``exc`` is a fault of a process or machine, to retry: a Ray error about
+    the call (a dead actor, a lost object, a timeout, ...), or a task error whose
+    innermost cause is one of :data:`FAULTS` (e.g. the actor called a dead server). Not
+    what a component raised (a bug or a user error): it would fail again."""
+    if isinstance(exc, RayTaskError):
+        cause = root_cause(exc)
+        return cause is not exc and isinstance(cause, FAULTS)
+    return isinstance(exc, (RayError, *FAULTS)) and not isinstance(exc, UnserializableException)
 
 
 class Retries:
@@ -86,8 +185,9 @@ class Retries:
         self.counts: dict[Hashable, int] = {}
 
     def failed(self, key: Hashable, exc: BaseException) -> None:
-        """Record a failure of ``key``; raise :class:`RayBackendError` when out of retries."""
-        raise_if_user_error(exc)
+        """Record a failure of ``key``; raise :class:`RayBackendError` when out of retries
+        (a component's own error at once: :func:`raise_if_plugin_error`)."""
+        raise_if_plugin_error(exc)
         count = self.counts.get(key, 0) + 1
         self.counts[key] = count
         if count > self.limit:
@@ -134,7 +234,7 @@ class ActorGroup:
             raise RayBackendError(f"ray backend: the new {self.what} {slot} did not start within "
                                   f"{self.start_timeout_s:g} s (start_timeout_s)") from None
         except RayError as exc:
-            raise_if_user_error(exc)
+            raise_if_plugin_error(exc)
             raise RayBackendError(f"ray backend: the new {self.what} {slot} failed to start: {first_line(exc)}",
                                   detail=str(exc)) from None
         return True

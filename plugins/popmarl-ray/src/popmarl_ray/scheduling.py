@@ -199,13 +199,15 @@ class Training:
     """One ``train`` call: learners, the explore batches fed to them, failures."""
 
     def __init__(self, *, learners: ActorGroup, workers: ActorGroup, servers: Servers, placement: Placement,
-                 serials: Iterable[int], max_retries: int, timeout_s: float | None = None) -> None:
+                 serials: Iterable[int], max_retries: int, timeout_s: float | None = None,
+                 answering: frozenset[str] = frozenset()) -> None:
         self.learners = learners
         self.workers = workers
         self.servers = servers
         self.placement = placement
         self.serials = iter(serials)
         self.timeout_s = timeout_s
+        self.answering = answering  # populations whose algorithm answers exactly: they open no episode stream
         self.learner_retries = Retries("learner", max_retries)
         self.worker_retries = Retries("rollout worker", max_retries)
         self.server_retries = Retries("ray servers", max_retries)
@@ -249,7 +251,7 @@ class Training:
         task = self.placement.task_for(a.task, slot, generation, retry=a.number > 0)
         a.train_ref = self.learners.handle(slot).train.remote(a.task_ref if task is a.task else task, a.key)
         self._call(a.train_ref, "train", a, slot, generation)
-        if a.watched:
+        if a.watched and a.task.learners[0].population not in self.answering:
             self._wait_open(a)
 
     def _restart(self, a: _Attempt, *, replace: int | None) -> None:
