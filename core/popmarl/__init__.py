@@ -30,6 +30,8 @@ if TYPE_CHECKING:
     from popmarl.hookspec import hookimpl
     from popmarl.policy import ExplicitPolicy, Policy
     from popmarl.records import (
+        BestResponseResult,
+        BestResponseTask,
         Episode,
         EpisodeBatch,
         EvalResult,
@@ -78,6 +80,8 @@ _EXPORTS: dict[str, str] = {
     "hookimpl": "popmarl.hookspec",
     "ExplicitPolicy": "popmarl.policy",
     "Policy": "popmarl.policy",
+    "BestResponseResult": "popmarl.records",
+    "BestResponseTask": "popmarl.records",
     "EvalResult": "popmarl.records",
     "EvalTask": "popmarl.records",
     "FrozenPolicy": "popmarl.records",
@@ -172,7 +176,7 @@ def run(config: RunConfig, out: str | None = None, *, resume: str | None = None,
 
 
 __all__ = [
-    "AgentInterface", "Algorithm", "Backend", "BestResponseProblem", "Box", "CheckpointError", "Component",
+    "AgentInterface", "Algorithm", "Backend", "BestResponseProblem", "BestResponseResult", "BestResponseTask", "Box", "CheckpointError", "Component",
     "ConfigError", "Discrete", "Env", "Episode", "EpisodeBatch", "EvalResult", "EvalTask", "ExactEnv", "ExplicitPolicy",
     "FrozenPolicy", "IterativeScenario", "JointMetaSolver", "JointOpponents", "LearnerInit", "LearnerSpec", "LearnerState", "MetaSolver", "Observations", "Opponents", "PluginError", "Policy", "PolicySpace", "PolicySpec",
     "PopmarlError", "Registries", "Registry", "ResumeError", "RolloutWorker", "RunContext", "RunInfo", "Scenario",

@@ -60,7 +60,7 @@ def no_frozen_processes() -> Iterator[None]:
     STOPPED.clear()
 
 
-def test_killed_workers_and_learner_are_replaced_and_nothing_is_lost(
+def test_killed_workers_are_replaced_and_nothing_is_lost(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     def kill_worker_now(backend: KillingBackend) -> None:  # dead before the call: the batches sent to it fail
         kill_pid(backend.worker_pids()[0])
@@ -68,11 +68,11 @@ def test_killed_workers_and_learner_are_replaced_and_nothing_is_lost(
     def kill_worker_during(backend: KillingBackend) -> None:  # dies while playing, if its batch is long enough
         kill_pid(backend.worker_pids()[1], delay_s=0.05)
 
-    def kill_learner(backend: KillingBackend) -> None:  # its train task is retried on a new learner
-        kill_pid(backend.learner_pids()["player_0"])
+    def kill_answering_worker(backend: KillingBackend) -> None:  # its best response is asked again of a new one
+        kill_pid(backend.worker_pids()[0])
 
     with_killing_backend(monkeypatch, {("evaluate", 2): kill_worker_now, ("evaluate", 3): kill_worker_during,
-                                       ("train", 2): kill_learner})
+                                       ("best_respond", 2): kill_answering_worker})
     killed = run({**SAMPLED, "backend": _killing()}, tmp_path / "killed")
     assert KillingBackend.last is not None and KillingBackend.last.replacements >= 2
     local = run({**SAMPLED, "backend": "local"}, tmp_path / "local")
