@@ -53,6 +53,7 @@ class Executor:
         self.train_rollout = RolloutWorker(env=self.env, num_envs=setup.train_num_envs)
         self.policies: dict[str, Policy] = {}
         self.learners = Learners(self.agents)
+        self._agent_set = frozenset(self.env.agents)
 
     def add_policy(self, policy_id: str, weights: Weights) -> None:
         """Rebuild a frozen policy from its weights (with its population's algorithm)."""
@@ -96,8 +97,11 @@ class Executor:
         return [results[k] for k in range(len(tasks))]
 
     def _check_seats(self, task: EvalTask) -> None:
-        missing = [a for a in self.env.agents if a not in task.seats]
-        unknown = [a for a in task.seats if a not in self.env.agents]
+        seats = task.seats
+        if len(seats) == len(self._agent_set) and self._agent_set.issuperset(seats):
+            return
+        missing = [a for a in self.env.agents if a not in seats]
+        unknown = [a for a in seats if a not in self._agent_set]
         if missing or unknown:
             raise ValueError(f"EvalTask {task.index}: every seat of {', '.join(self.env.agents)} is played by one "
                              f"policy, mixture or joint distribution; missing {missing}, unknown {unknown}")
@@ -118,13 +122,14 @@ class Executor:
         outcomes = self.env.exact_outcomes(live) if live and wanted else None
         results = {}
         for k, pure in expanded.items():
-            rows = np.array([distinct[profile] for profile, _ in pure])
+            rows = [distinct[profile] for profile, _ in pure]
             weights = np.array([w for _, w in pure])
             fields: dict[str, Any] = {}
             if outcomes is not None and tasks[k].outcomes:
                 wins, draws, losses = np.tensordot(weights, np.asarray(outcomes)[rows], axes=1)
                 fields = {"wins": wins, "draws": draws, "losses": losses, "exact_outcomes": True}
-            results[k] = EvalResult(index=tasks[k].index, returns=weights @ values[rows], exact=True, **fields)
+            returns = values[rows[0]] if len(rows) == 1 else weights @ values[rows]  # one profile: as computed
+            results[k] = EvalResult(index=tasks[k].index, returns=returns, exact=True, **fields)
         return results
 
     def _sampled(self, tasks: Sequence[EvalTask], seed: int) -> list[EvalResult]:
@@ -162,6 +167,8 @@ EXACT_PROFILES = 4096
 def pure_profiles(task: EvalTask, agents: Sequence[str]) -> list[tuple[tuple[str, ...], float]] | None:
     """The task as (pure profile: one policy id per seat of ``agents``, probability) pairs
     over its mixtures' and joint distribution's supports; None past :data:`EXACT_PROFILES`."""
+    if not task.mixtures and task.joint is None:  # one fixed profile (PSRO's payoff entries)
+        return [(tuple(task.profile[a] for a in agents), 1.0)]
     choices: list[list[tuple[dict[str, str], float]]] = [[(dict(task.profile), 1.0)]]
     for mixture in task.mixtures:
         choices.append([({mixture.agent: pid}, p) for pid, p in _normalised(mixture.support())])
