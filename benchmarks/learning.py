@@ -38,75 +38,8 @@ run, with the issue-15 targets (ppo, a2c: train ≥ 0.5× rollout; dqn ≥ 0.25�
 Tianshou). dqn's replay ratio is gradient samples (gradient steps × batch size) per env
 step. CPU time is the headline: other jobs on a shared machine barely move it.
 
-Measured with ``python benchmarks/learning.py --json`` (50,000 steps) on the 2-core dev
-machine, shared with other jobs (noisy), 2026-11-23; steps per CPU-s. Before issue 15's
-changes (main at 1118277; dqn then took 0.25 gradient steps of 256 per learner
-transition, ~34 samples per env step; training batches of 32 episodes on 32 games):
-
-    algorithm game       train  rollout  tianshou  train/rollout      train/tianshou  replay ratio
-    dqn       leduc      2,160   48,348       482  0.04 (>= 0.25 no)  4.5 (>= 5 no)   33.7
-    dqn       tictactoe  1,704   17,772       764  0.10 (>= 0.25 no)  2.2 (>= 5 no)   35.2
-    ppo       leduc      6,761   42,577     1,573  0.16 (>= 0.5 no)   4.3 (>= 5 no)   -
-    ppo       tictactoe  4,463   15,076     2,734  0.30 (>= 0.5 no)   1.6 (>= 5 no)   -
-    a2c       leduc     11,434   41,094     1,634  0.28 (>= 0.5 no)   7.0 (>= 5 yes)  -
-    a2c       tictactoe  5,864   13,082     2,975  0.45 (>= 0.5 no)   2.0 (>= 5 no)   -
-
-After (column-wise episodes, vectorised batching, fused Adam, dqn's replay ratio 16
-samples per learner decision, batches of 128 episodes on 64 games, PettingZoo copies
-reused and stepped past PettingZoo's guard wrappers; Tianshou's side trains the same
-configured algorithms, so its figures moved too):
-
-    algorithm game       train  rollout  tianshou  train/rollout      train/tianshou  replay ratio
-    dqn       leduc      8,109   74,874     1,139  0.11 (>= 0.25 no)  7.1 (>= 5 yes)  8.2
-    dqn       tictactoe  6,650   46,774     1,604  0.14 (>= 0.25 no)  4.1 (>= 5 no)   9.1
-    ppo       leduc     17,938   66,097     2,032  0.27 (>= 0.5 no)   8.8 (>= 5 yes)  -
-    ppo       tictactoe 12,492   33,881     2,923  0.37 (>= 0.5 no)   4.3 (>= 5 no)   -
-    a2c       leduc     25,982   64,795     2,106  0.40 (>= 0.5 no)  12.3 (>= 5 yes)  -
-    a2c       tictactoe 21,466   33,798     3,240  0.64 (>= 0.5 yes)  6.6 (>= 5 yes)  -
-
-The torch floor, 2026-11-25 (``--steps 20000 --no-tianshou``, main at 50d549f, 2-core
-machine): the loop runs at 63-84% of it, and the floor itself is below the targets of
-dqn on Leduc and of ppo on both games. With the defaults' replay ratio (8 samples per
-env step: 16 per learner decision) and ppo's 10 epochs, the arithmetic of the gradient
-steps alone costs more than the targets allow, whatever the framework does::
-
-    algorithm game       train  rollout  train/rollout  floor/rollout  target
-    dqn       leduc     14,331  118,244           0.12           0.19    0.25
-    dqn       tictactoe 12,613   76,370           0.17           0.26    0.25
-    ppo       leduc     15,531  101,605           0.15           0.23    0.5
-    ppo       tictactoe 14,039   57,389           0.24           0.36    0.5
-    a2c       leduc     46,248  102,223           0.45           0.71    0.5
-    a2c       tictactoe 41,255   58,730           0.70           0.84    0.5
-
-Bare torch steps (one core): dqn 1.15 ms per gradient step of 256 rows with 128×128
-networks (0.72 ms with 64×64), ppo 1.71 ms per minibatch of 256 (1.16 ms). Meeting the
-dqn target on Leduc needs a replay ratio of ~5 samples per env step or less, ppo's about
-4 epochs: the settings the defaults moved away from for learning quality (ppo with 4
-epochs left tic-tac-toe's second seat losing 24-27% against random; see
-``benchmarks/defaults.py``).
-
-On a GPU (one H100 on a 16-core host, torch 2.11+cu130; 2026-11-25, main at 3096187):
-``--device cuda --steps 20000 --json`` and, on the same machine, ``--device cpu``. Per
-CPU-s as above (wall-clock figures are within 1% of them here; a waiting CUDA stream
-spins a core). The default 128×128 networks train no faster on the GPU than on one core:
-each gradient step is a dozen tiny kernels, launch-bound::
-
-    algorithm game       cuda train  cpu train  cuda/cpu  cuda tianshou  cpu tianshou
-    dqn       leduc           9,903      9,735      1.02          1,903         2,398
-    dqn       tictactoe       8,484     11,639      0.73          3,454         4,012
-    ppo       leduc           8,015     13,807      0.58          2,360         2,918
-    ppo       tictactoe       7,858     13,524      0.58          4,240         4,840
-    a2c       leduc          28,878     39,270      0.74          2,795         3,218
-    a2c       tictactoe      25,248     38,316      0.66          5,986         6,718
-
-With ``--algorithm-param hidden=[1024,1024] --algorithm-param batch_size=1024 --games
-leduc --no-tianshou`` (and ``torch_threads=16`` on the CPU), steps per wall-clock second:
-dqn 7,697 on the GPU vs 2,222 on 16 CPU threads (3.5×), ppo 8,781 vs 5,276 (1.7×).
-Tianshou's side runs on the GPU too; its ``MultiAgentPolicy`` needs the learner's acts as
-numpy there (:func:`_acts_to_numpy`).
-
-dqn's gradient steps (Tianshou's update: ~2.5 ms each at batch 256 on one core, about
-half of it Tianshou's per-step batching) set its pace; ppo's epochs (4 then, 10 now) likewise.
+With ``--device cuda`` Tianshou's side runs on the GPU too; its ``MultiAgentPolicy`` needs the
+learner's acts as numpy there (:func:`_acts_to_numpy`).
 
     python benchmarks/learning.py [--algorithms dqn ppo a2c] [--games leduc tictactoe]
         [--steps 50000] [--device cpu] [--profile] [--algorithm-param K=V ...] [--json]

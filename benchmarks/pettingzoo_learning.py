@@ -17,14 +17,6 @@ Three runs, each from an example config:
   examples/marl_simple_spread_ppo.yaml): the mean episode return per agent of the trained
   shared policy against that of the initial (untrained) one.
 
-Measured 2026-11-23 (1 torch thread, 2 cores): tictactoe, loss against random per seat
-(player_1 / player_2), seeds 0-2: 0.000 / 0.006, 0.006 / 0.006, 0.001 / 0.007 (404-481 s
-CPU each): the 2% target is met in both seats for every seed. spread (seed 0, 2026-11-23, truncation bootstrapped):
--19.93 -> -11.74 in 80000 env steps, 23 s wall / 23 s CPU. connect_four (2026-11-25, with
-``popmarl run`` and ``popmarl eval RUN --episodes 1000``), player_0 / player_1: seed 0
-0.005 / 0.029, seed 1 0.002 / 0.027 (~890 s each): the 2% target is met in the first seat
-only.
-
 Wall and CPU time cover the run (training and payoff evaluation), not the final
 evaluation against random. Needs popmarl-tianshou, popmarl-pettingzoo[mpe] and
 popmarl-solvers::

@@ -2,8 +2,7 @@
 
 Runs the example configs and prints, per run, NashConv after each iteration and when it
 first reached its target (Kuhn: 0.1 within 12 iterations and 15 minutes; Leduc: 1.0;
-``leduc_half``: 0.5, nash, 40,000 steps per best response, 12-20 CPU-minutes (seeds 0-2 reached
-it at iterations 97, 97 and 148; figures in the example);
+``leduc_half``: 0.5, nash, 40,000 steps per best response, 12-20 CPU-minutes;
 the uniform policy's NashConv is 0.9167 on Kuhn and 4.747 on Leduc). NashConv is the
 run summary's: OpenSpiel's NashConv of the aggregated meta-strategy, computed exactly.
 Wall and CPU time include training, exact evaluation and the NashConv computations.

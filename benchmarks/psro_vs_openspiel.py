@@ -1,8 +1,8 @@
 """popmarl exact-oracle PSRO vs OpenSpiel's own psro_v2 on Kuhn and Leduc poker, one run.
 
 Both sides use an exact best response as the oracle (psro_v2: OpenSpiel's C++
-``TabularBestResponse``; popmarl: its sequence-form one since 2026-11-25, the same values
-— the figures below were taken with OpenSpiel's) and a Nash meta-solver (popmarl: ``nash`` from popmarl-solvers; OpenSpiel:
+``TabularBestResponse``; popmarl: ``exact_br``'s sequence-form one, the same values) and a
+Nash meta-solver (popmarl: ``nash`` from popmarl-solvers; OpenSpiel:
 ``meta_strategy_method="nash"``, its cvxpy/ecos LP; ``--openspiel-solver prd`` if those
 are not installed). psro_v2 runs as its example does: ``sims_per_entry`` = 1000 sampled
 episodes per payoff entry, ``--openspiel-iterations`` iterations (30). popmarl evaluates

@@ -1,5 +1,7 @@
 """The README's YAML blocks as run configs, for the tests that run each of them
-(tests/plugins/mlflow/test_mlflow_readme_configs.py, tests/plugins/ray/test_ray_readme_configs.py).
+(tests/plugins/mlflow/test_mlflow_readme_configs.py, tests/plugins/ray/test_ray_readme_configs.py),
+and its other code blocks (:func:`readme_blocks`; tests/plugins/test_readme_blocks.py runs
+the Python and bash ones).
 
 Every ```yaml block of README.md is a config. A block with an ``env`` key is a whole
 config; a block without one is a fragment, pasted into the README's first whole config:
@@ -50,6 +52,38 @@ def readme_configs(text: str | None = None) -> list[ReadmeConfig]:
     bases = [block for _, block in blocks if "env" in block]
     assert bases, "README.md: no yaml block with a whole config (an 'env' key)"
     return [ReadmeConfig(line, block, block if "env" in block else {**bases[0], **block}) for line, block in blocks]
+
+
+#: A fenced block of any language.
+_ANY_FENCE = re.compile(r"^(?P<indent>[ \t]*)```(?P<language>[\w-]*)[ \t]*\n(?P<body>.*?)^(?P=indent)```",
+                        re.MULTILINE | re.DOTALL)
+#: The line right above a block that the tests do not run, with the reason (a GPU, a cluster,
+#: the network, a server): ``<!-- not run by the tests: needs a CUDA GPU -->``.
+_NOT_RUN = re.compile(r"<!-- not run by the tests: (?P<reason>.+?) -->")
+
+
+@attrs.frozen
+class ReadmeBlock:
+    """A fenced code block of the README (``line``: where its fence starts); ``not_run``:
+    the reason its marker gives for leaving it out, else None."""
+
+    line: int
+    language: str
+    code: str
+    not_run: str | None
+
+
+def readme_blocks(text: str | None = None) -> list[ReadmeBlock]:
+    """Every fenced block of the README, in order, dedented."""
+    text = README.read_text(encoding="utf-8") if text is None else text
+    blocks = []
+    for match in _ANY_FENCE.finditer(text):
+        above = text[:match.start()].rstrip("\n").rpartition("\n")[2]
+        marker = _NOT_RUN.search(above)
+        blocks.append(ReadmeBlock(line=text.count("\n", 0, match.start()) + 1, language=match.group("language"),
+                                  code=textwrap.dedent(match.group("body")),
+                                  not_run=marker.group("reason") if marker else None))
+    return blocks
 
 
 def short(config: dict[str, Any]) -> dict[str, Any]:

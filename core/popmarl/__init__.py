@@ -24,6 +24,7 @@ if TYPE_CHECKING:
         PluginError,
         PopmarlError,
         ResumeError,
+        SolverError,
         UnknownComponentError,
         UserError,
     )
@@ -75,6 +76,7 @@ _EXPORTS: dict[str, str] = {
     "PluginError": "popmarl.errors",
     "PopmarlError": "popmarl.errors",
     "ResumeError": "popmarl.errors",
+    "SolverError": "popmarl.errors",
     "UnknownComponentError": "popmarl.errors",
     "UserError": "popmarl.errors",
     "hookimpl": "popmarl.hookspec",
@@ -180,7 +182,7 @@ __all__ = [
     "ConfigError", "Discrete", "Env", "Episode", "EpisodeBatch", "EvalResult", "EvalTask", "ExactEnv", "ExplicitPolicy",
     "FrozenPolicy", "IterativeScenario", "JointMetaSolver", "JointOpponents", "LearnerInit", "LearnerSpec", "LearnerState", "MetaSolver", "Observations", "Opponents", "PluginError", "Policy", "PolicySpace", "PolicySpec",
     "PopmarlError", "Registries", "Registry", "ResumeError", "RolloutWorker", "RunContext", "RunInfo", "Scenario",
-    "SolverResult", "Step", "Tracker", "TrainBudget", "TrainResult", "TrainTask", "Trainer", "TrainerState",
+    "SolverError", "SolverResult", "Step", "Tracker", "TrainBudget", "TrainResult", "TrainTask", "Trainer", "TrainerState",
     "UnknownComponentError", "UserError", "VectorEnv", "algorithms", "backends", "envs", "hookimpl",
     "load_config", "run", "scenarios", "solvers", "trackers", "validate",
 ]

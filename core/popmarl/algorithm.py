@@ -70,6 +70,12 @@ class Algorithm(Component):
     opponent_epsilon: ClassVar[float] = 0.0
     answers_correlated: ClassVar[bool] = False
 
+    def check(self, *, env: Env, space: PolicySpace) -> None:
+        """Raise a :class:`~popmarl.errors.ConfigError` (one line naming the key to change)
+        for an env or population this algorithm cannot work with, e.g. an exact oracle on
+        a game it cannot solve; called by ``popmarl.run`` before anything is written, so a
+        run that cannot work fails before its directory exists rather than at iteration 1."""
+
     @abstractmethod
     def make_policy(self, *, space: PolicySpace, seed: int) -> Policy:
         """A fresh policy, deterministic in ``seed``; also what rebuilds a frozen policy

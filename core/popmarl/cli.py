@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from popmarl.errors import PluginError, PopmarlError, UserError
+from popmarl.errors import PluginError, PopmarlError, Terminated, UserError
 
 EXIT_USAGE = 2
 
@@ -96,8 +97,16 @@ def _cmd_run(args: argparse.Namespace) -> int:
         raise UserError("run: a CONFIG is required (or --resume DIR to continue a run)")
     else:
         config = load_config(args.config, args.overrides)
+    signal.signal(signal.SIGTERM, _terminate)
     summary = run(config, out=args.out, resume=args.resume)
     return 0 if summary.get("status") in ("completed", "stopped") else 1
+
+
+def _terminate(signum: int, frame: Any) -> None:
+    """SIGTERM stops a run as Ctrl-C does: its summary is written and its trackers end their
+    runs (MLflow: KILLED). A second SIGTERM kills at once."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    raise Terminated("SIGTERM")
 
 
 def _resume_config(resume: str, config: str | None, overrides: list[str]) -> Any:
@@ -105,7 +114,7 @@ def _resume_config(resume: str, config: str | None, overrides: list[str]) -> Any
     overrides, must equal it except in the keys ``--set`` names (so the command that made
     the run, repeated with ``--resume``, continues it; a changed stopping condition is made
     explicit with ``--set``, never read from a file)."""
-    from popmarl.config import differences, load_config, to_dict
+    from popmarl.config import differences, to_dict
     from popmarl.errors import ResumeError
     from popmarl.rundir import RunDirectory
 
@@ -113,14 +122,28 @@ def _resume_config(resume: str, config: str | None, overrides: list[str]) -> Any
     saved = run.read_config()
     if config is not None:
         named = [item.partition("=")[0].strip() for item in overrides]
-        different = [key for key in differences(saved, to_dict(load_config(config, overrides)))
+        different = [key for key in differences(saved, to_dict(_load_resumed(run, config, overrides)))
                      if not any(key == n or key.startswith(f"{n}.") for n in named)]
         if different:
             raise ResumeError(
                 f"--resume {run.path}: {config} differs from the run's config in: {', '.join(different)}; "
                 f"continue the run as configured with 'popmarl run --resume {run.path}' and change "
                 f"stopping or trackers explicitly with --set (e.g. --set stopping.max_iterations=N)")
-    return load_config(run.config_file, overrides)
+    return _load_resumed(run, run.config_file, overrides)
+
+
+def _load_resumed(run: Any, path: str | os.PathLike[str], overrides: list[str]) -> Any:
+    """``load_config(path, overrides)`` for ``--resume``. Where that fails and ``overrides``
+    change more than stopping and trackers, that is the error (e.g. ``--set solver.name=X``
+    carries the old solver's params, which X may refuse, but the run could not take X anyway)."""
+    from popmarl.config import apply_overrides, load_config
+    from popmarl.errors import ConfigError
+
+    try:
+        return load_config(path, overrides)
+    except ConfigError:
+        type(run).check_resume(run.path, apply_overrides(run.read_config(), overrides))
+        raise
 
 
 def _cmd_plugins(args: argparse.Namespace) -> int:
@@ -182,6 +205,12 @@ def _cmd_show(args: argparse.Namespace) -> int:
     print(f"{'run':<16}{run.path}")
     for key in ("scenario", "status", "iterations", "nash_conv", "exploitability", "env_steps", "wall_time_s"):
         print(f"{key:<16}{summary.get(key)}")
+    if summary.get("exact_best_responses") or summary.get("exact_entries"):  # work that took no env steps
+        print(f"{'exact':<16}{summary.get('exact_best_responses', 0)} best responses, "
+              f"{summary.get('exact_entries', 0)} payoff entries")
+    for key in ("mean_returns", "win_rates", "initial_returns"):  # a marl run's progress
+        if isinstance(summary.get(key), dict):
+            print(f"{key:<15} " + ", ".join(f"{p} {_number(v)}" for p, v in summary[key].items()))
     for population, info in summary.get("populations", {}).items():
         policies, mixture = info.get("policies", []), info.get("meta_strategy", [])
         print(f"population {population}: {len(policies)} policies; meta-strategy {_format_mixture(policies, mixture)}")
@@ -194,6 +223,10 @@ def _cmd_show(args: argparse.Namespace) -> int:
         kind = "directory" if entry.is_dir() else "plot" if entry.suffix in (".png", ".svg") else "file"
         print(f"{kind:<11}{entry}{os.sep if entry.is_dir() else ''}")
     return 0
+
+
+def _number(value: Any) -> str:
+    return "None" if value is None else f"{value:.4f}"
 
 
 def _positive(text: str) -> int:
@@ -274,6 +307,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except PopmarlError as exc:  # a failure popmarl diagnosed (e.g. a backend's workers)
         print(f"popmarl: error: {exc}", file=sys.stderr)
         return 1
+    except Terminated:
+        print("popmarl: terminated (SIGTERM); continue with --resume", file=sys.stderr)
+        return 128 + signal.SIGTERM
     except KeyboardInterrupt:
         print("popmarl: interrupted; continue with --resume", file=sys.stderr)
         return 130

@@ -314,7 +314,72 @@ def load_config(path: str | os.PathLike[str], overrides: Sequence[str] = (), *,
         raise ConfigError(f"{path}: the config file is empty")
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: must be a mapping of top-level keys, got {type(raw).__name__}")
-    return validate(apply_overrides(raw, overrides), source=str(path), registries=registries)
+    overridden = apply_overrides(raw, overrides)
+    try:
+        return validate(overridden, source=str(path), registries=registries)
+    except ConfigError as exc:
+        renamed = renamed_components(raw, overrides)
+        if not renamed:
+            raise
+        raise ConfigError(_explain_renames(exc.problems, renamed)) from None
+
+
+def renamed_components(raw: Mapping[str, Any], overrides: Sequence[str]) -> dict[str, tuple[str, str]]:
+    """The components (dotted path -> (old name, new name)) that ``--set PATH.name=NEW``
+    renames in ``raw`` while leaving their params alone (no ``PATH=`` or ``PATH.params...``
+    override): their params are still the old component's."""
+    keys = [item.partition("=")[0].strip() for item in overrides]
+    renamed: dict[str, tuple[str, str]] = {}
+    for key, item in zip(keys, overrides):
+        path = key.removesuffix(".name")
+        if path == key or not _is_component_path(raw, path) or any(
+                k == path or k == f"{path}.params" or k.startswith(f"{path}.params.") for k in keys):
+            continue
+        old = _node(raw, path)
+        old_name = old.get("name") if isinstance(old, Mapping) else old
+        new_name = yaml.safe_load(item.partition("=")[2] or "null")
+        renamed.pop(path, None)
+        if isinstance(old_name, str) and isinstance(new_name, str) and new_name != old_name:
+            renamed[path] = (old_name, new_name)
+    return renamed
+
+
+def _is_component_path(raw: Mapping[str, Any], path: str) -> bool:
+    head, _, population = path.partition(".")
+    return path in COMPONENT_KINDS or (head == "algorithm" and bool(population) and per_population(raw.get(head)))
+
+
+def _node(raw: Mapping[str, Any], path: str) -> Any:
+    node: Any = raw
+    for part in path.split("."):
+        node = node.get(part) if isinstance(node, Mapping) else None
+    return node
+
+
+def _explain_renames(problems: Sequence[str], renamed: Mapping[str, tuple[str, str]]) -> list[str]:
+    """``problems`` with those under a renamed component's params made one line per component,
+    where the first of them was."""
+    order: list[tuple[str | None, str]] = []
+    unfit: dict[str, list[str]] = {}
+    for problem in problems:
+        where = problem.partition(":")[0]
+        path = next((p for p in renamed if where == f"{p}.params" or where.startswith(f"{p}.params.")), None)
+        if path is None:
+            order.append((None, problem))
+            continue
+        if path not in unfit:
+            unfit[path] = []
+            order.append((path, ""))
+        key = where.removeprefix(f"{path}.params").lstrip(".")
+        if key and key not in unfit[path]:
+            unfit[path].append(key)
+    return [problem if path is None else _rename_problem(path, *renamed[path], unfit[path]) for path, problem in order]
+
+
+def _rename_problem(path: str, old: str, new: str, keys: Sequence[str]) -> str:
+    listed = ", ".join(keys) if len(keys) <= 4 else f"{', '.join(keys[:3])} and {len(keys) - 3} more"
+    return (f"--set {path}.name={new}: {path}.params still hold {old}'s params, which {new} does not take"
+            f"{f' ({listed})' if keys else ''}; add --set {path}.params={{}} for {new}'s defaults, or set its params")
 
 
 def to_dict(config: RunConfig) -> dict[str, Any]:

@@ -31,9 +31,23 @@ class PluginError(PopmarlError):
     """A plugin failed to import (raised only with ``POPMARL_STRICT_PLUGINS=1``)."""
 
 
+class SolverError(PopmarlError):
+    """A meta-solver's answer that is not a meta-strategy: the solver's bug, not bad input
+    (exit status 1). ``seat`` is the payoff tensor's axis at fault, if one is."""
+
+    def __init__(self, problem: str, *, seat: int | None = None) -> None:
+        self.problem, self.seat = problem, seat
+        super().__init__(problem if seat is None else f"seat {seat}: {problem}")
+
+
 class ResumeError(UserError):
     """A ``--resume`` directory that is missing, corrupt or made by another config."""
 
 
 class CheckpointError(UserError):
     """A checkpoint or saved file that is corrupt, truncated or of an unknown format."""
+
+
+class Terminated(KeyboardInterrupt):
+    """The process got SIGTERM (``popmarl run`` raises it from its handler): stopped like
+    Ctrl-C, so the run still writes its summary and its trackers end their runs."""

@@ -33,6 +33,7 @@ from popmarl.records import EvalResult, EvalTask, JointOpponents, Opponents
 from popmarl.registries import Registries, RegistriesLike
 from popmarl.rundir import RunDirectory
 from popmarl.runner import build, build_algorithms, policy_spaces
+from popmarl.structure import did_you_mean
 
 #: Where the opponent's populations are renamed (``:`` is not allowed in a population
 #: name, so they cannot collide with the run's own).
@@ -183,6 +184,10 @@ def opponent_pools(run: LoadedRun, opponent: str) -> dict[str, Pool]:
     of that seat (its populations renamed ``opponent:<population>``)."""
     if opponent == "random":
         return random_pools(run)
+    if not RunDirectory(opponent).config_file.is_file():
+        raise UserError(f"--opponent {opponent}: not 'random' and not a run directory (no "
+                        f"{RunDirectory(opponent).config_file}); --opponent takes 'random' or another run's "
+                        f"directory{did_you_mean(opponent, ['random'])}")
     other = load_run(opponent, registries=run.registries)
     if (other.config.env.name, other.config.env.params) != (run.config.env.name, run.config.env.params):
         raise UserError(f"--opponent {opponent}: a run of a different env "

@@ -54,12 +54,14 @@ class RunDirectory:
 
     @classmethod
     def check_new(cls, path: str | os.PathLike[str]) -> RunDirectory:
-        """Refuse a directory that is a file or already holds a run (nothing is written)."""
+        """Refuse a directory that is a file or already holds a run (nothing is written).
+        The messages name the command line's flags and ``popmarl.run``'s keywords alike."""
         run = cls(path)
         if run.path.exists() and not run.path.is_dir():
-            raise UserError(f"--out {run.path}: exists and is not a directory")
+            raise UserError(f"--out / out= {run.path}: exists and is not a directory")
         if run.path.is_dir() and any((run.path / name).exists() for name in RUN_FILES):
-            raise UserError(f"--out {run.path}: already holds a run; continue it with --resume {run.path}")
+            raise UserError(f"--out / out= {run.path}: already holds a run; continue it with --resume {run.path} "
+                            f"(popmarl.run(config, resume={str(run.path)!r})), or choose another directory")
         return run
 
     def create(self, config_yaml: str) -> None:
@@ -68,7 +70,7 @@ class RunDirectory:
         try:
             self.path.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise UserError(f"--out {self.path}: cannot create ({exc.strerror})") from None
+            raise UserError(f"--out / out= {self.path}: cannot create ({exc.strerror})") from None
         write_text(self.config_file, config_yaml)
         (self.checkpoints / "policies").mkdir(parents=True, exist_ok=True)
 

@@ -114,6 +114,8 @@ def run(config: RunConfig, out: str | None = None, *, resume: str | None = None,
     if config.training.self_play > 0 and len({(s.observation_space, s.action_space) for s in spaces.values()}) > 1:
         raise ConfigError("training.self_play: copies of a learner can play the other seats only when all populations share "
                           "observation and action spaces; set it to 0 for this env")
+    for agent in agents.values():  # last: an exact oracle's check may enumerate the game
+        agent.algorithm.check(env=env, space=agent.space)
     hooks = Hooks(make_plugin_manager(trackers))  # a broken hook plugin stops the run here
     local = found.in_process({"envs": config.env.name})
     for spec in specs.values():
@@ -129,6 +131,11 @@ def run(config: RunConfig, out: str | None = None, *, resume: str | None = None,
     start_iteration = int(run_dir.load_state()[0]["iteration"]) if resuming else 0
     for change in changes:
         print(f"resume: {change}")
+    limit = config.stopping.max_iterations
+    if resuming and start_iteration >= limit and any(c.startswith("stopping.max_iterations ") for c in changes):
+        # max_iterations counts the run's iterations from its start, not the resumed ones.
+        print(f"resume: the run has done {start_iteration} iterations already, so it stops at once; "
+              f"to go on, set stopping.max_iterations above {start_iteration}")
     try:
         # The backend starts before the directory is written: a backend that cannot
         # start (e.g. no Ray cluster at the address) leaves nothing behind.

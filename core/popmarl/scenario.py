@@ -16,6 +16,7 @@ from popmarl.backend import Backend
 from popmarl.component import Component
 from popmarl.config import RunConfig
 from popmarl.env import Env
+from popmarl.errors import Terminated
 from popmarl.plugins import Hooks
 from popmarl.population import AgentMapping
 from popmarl.records import LearnerState, RunInfo
@@ -71,9 +72,10 @@ class Scenario(Component):
 class IterativeScenario(Scenario):
     """A scenario that runs iterations from a checkpointed state: it announces the run,
     initialises or restores its state, loops, and always writes ``summary.json`` (status
-    ``completed``, ``stopped`` or ``failed``; a failed run's ``stop_reason`` is
-    ``error: Type: message`` of the error that stopped it) and fires ``run_end``. The
-    error that stopped a run is the one raised, whatever fails after it."""
+    ``completed``, ``stopped`` or ``failed``; a stopped run's ``stop_reason`` is e.g. ``interrupted``
+    (Ctrl-C) or ``terminated`` (SIGTERM), a failed run's ``error: Type: message`` of the error
+    that stopped it) and fires ``run_end``. The error that stopped a run is the one raised,
+    whatever fails after it."""
 
     @abstractmethod
     def initialise(self) -> Any:
@@ -133,8 +135,8 @@ class IterativeScenario(Scenario):
             context.hooks.run_start(context.info)
             state = self.restore() if context.resume else self.initialise()
             status, reason = self.loop(state)
-        except KeyboardInterrupt as exc:
-            self._end(state, "stopped", "interrupted", exc)
+        except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM under `popmarl run`
+            self._end(state, "stopped", "terminated" if isinstance(exc, Terminated) else "interrupted", exc)
             raise
         except BaseException as exc:
             self._end(state, "failed", f"error: {describe(exc)}", exc)

@@ -59,3 +59,13 @@ def test_eval_of_a_summary_without_seat_mixtures_plays_the_population_mixture(sh
     report = _eval(shared_run, capsys, episodes=2000)["shared"]
     # [.5, 0, .5] in both seats: (0.5 * 2 + 0.5 * 20) / 2 = 5.5; sd of the mean ~0.17.
     assert report["mean_return"] == pytest.approx(5.5, abs=0.7)
+
+
+def test_an_opponent_that_is_neither_random_nor_a_run_says_what_is_accepted(run_inprocess, tmp_path: Path,
+                                                                            capsys) -> None:
+    run_inprocess(stopping={"max_iterations": 1})
+    assert main(["eval", str(tmp_path / "run"), "--opponent", "rando"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert err.startswith("popmarl: error: --opponent rando: not 'random' and not a run directory"), err
+    assert "(did you mean 'random'?)" in err and "another run's directory" in err, err

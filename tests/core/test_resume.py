@@ -163,6 +163,21 @@ def test_resume_applies_and_says_an_explicit_stopping_change(run_cli, write_conf
     assert "max_iterations: 4" in (tmp_path / "run" / "config.yaml").read_text()
 
 
+def test_resume_below_the_iterations_done_says_it_stops_at_once(run_inprocess, tmp_path: Path, capsys) -> None:
+    run_inprocess(stopping={"max_iterations": 3})
+    capsys.readouterr()
+    resumed = run_inprocess(resume="run", overrides=["stopping.max_iterations=2"])
+    assert resumed["iterations"] == 3
+    assert capsys.readouterr().out.splitlines()[:2] == [
+        "resume: stopping.max_iterations 3 -> 2",
+        "resume: the run has done 3 iterations already, so it stops at once; "
+        "to go on, set stopping.max_iterations above 3"]
+    # Raised again, it goes on and says nothing more.
+    run_inprocess(resume="run", overrides=["stopping.max_iterations=4"])
+    assert capsys.readouterr().out.splitlines()[:1] == ["resume: stopping.max_iterations 2 -> 4"]
+    assert read_summary(tmp_path / "run")["iterations"] == 4
+
+
 def test_resume_refuses_a_corrupt_checkpoint_without_touching_it(run_inprocess, run_cli, write_config,
                                                                   tmp_path: Path) -> None:
     run_inprocess(stopping={"max_iterations": 2})
@@ -220,3 +235,18 @@ def test_frozen_policies_are_stored_deflated_and_load_exactly(tmp_path: Path) ->
     loaded = run.load_policy("player_0/1")
     assert loaded["keys"].dtype == keys.dtype and loaded["probs"].dtype == np.float64
     assert_same_arrays(loaded, {"keys": keys, "probs": probs, "players": np.zeros(500, np.int64)})
+
+
+def test_out_of_a_finished_run_from_python_names_the_keywords_too(run_inprocess, tmp_path: Path) -> None:
+    """``popmarl.run(out=...)`` into a run's directory: one line that a Python caller can act
+    on as well as a command-line one (``out=`` / ``resume=``, not only ``--out``)."""
+    from popmarl.errors import UserError
+
+    run_inprocess(stopping={"max_iterations": 1})
+    before = tree_digest(tmp_path / "run")
+    with pytest.raises(UserError) as info:
+        run_inprocess(stopping={"max_iterations": 1})
+    message = str(info.value)
+    assert "\n" not in message and "already holds a run" in message
+    assert "out=" in message and "resume=" in message and f"--resume {tmp_path / 'run'}" in message
+    assert tree_digest(tmp_path / "run") == before

@@ -2,13 +2,18 @@
 
 On a terminal: a live panel redrawn each iteration; elsewhere (logs, CI): one plain line
 per iteration. Each row shows the iteration (of ``stopping.max_iterations``), the number of
-policies in each population, NashConv, the iteration's env steps per second (``–`` for an
-iteration that took no env steps: exact oracles with exact evaluation) and the run's wall
-time at the end of that iteration, over every session of a resumed run.
+policies in each population, NashConv (for a run without it, e.g. ``marl`` on a game the env
+cannot solve: each population's mean return and win rate), the iteration's env steps per
+second (for an iteration that took none, exact oracles with exact evaluation: the best
+responses computed and payoff entries evaluated exactly) and the run's wall time at the end
+of that iteration, over every session of a resumed run.
+
+A closed stream (``popmarl run ... | head -2``) silences the display, never the run.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -41,6 +46,44 @@ def _fmt_nash_conv(value: float | None) -> str:
     return _fmt(value, ".2e" if value is not None and 0 < abs(value) < 1e-4 else ".6f")
 
 
+def _progress(m: Mapping[str, Any]) -> tuple[str, str]:
+    """(``nash_conv``, its value), or, for a run without NashConv that reports returns,
+    (``return``, each population's mean return and win rate where there is one)."""
+    populations = [k.split("/", 1)[1] for k in m if k.startswith("mean_return/")]
+    if m.get("nash_conv") is not None or not populations:
+        return "nash_conv", _fmt_nash_conv(m.get("nash_conv"))
+    cells = []
+    for p in populations:
+        win = m.get(f"win_rate/{p}")
+        cells.append(f"{p} {_fmt(m[f'mean_return/{p}'], '.3f')}" + ("" if win is None else f" (win {win:.0%})"))
+    return "return", ", ".join(cells)
+
+
+def _exact_work(best_responses: Any, entries: Any, *, short: bool = False) -> str | None:
+    """What exact oracles and exact evaluation computed instead of env steps (None: nothing)."""
+    if not best_responses and not entries:
+        return None
+    return f"{best_responses} BR, {entries} entries" if short else f"{best_responses} best responses, {entries} entries"
+
+
+class _Console(Console):
+    """A rich Console that goes quiet when its reader goes away: rich's default raises
+    SystemExit, which would end the run for want of a display."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        # Later flushes of the stream (ours, or the interpreter's at exit) go to /dev/null
+        # rather than raising again (the Python docs' "Note on SIGPIPE").
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            try:
+                os.dup2(devnull, self.file.fileno())
+            finally:
+                os.close(devnull)
+        except (OSError, ValueError):  # a stream with no file descriptor: quiet is enough
+            pass
+
+
 class ConsoleTracker(Tracker):
     """Shows progress as the run goes, then the final summary and where the run directory is."""
 
@@ -49,7 +92,7 @@ class ConsoleTracker(Tracker):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         stream = sys.stdout if self.config.stream == "stdout" else sys.stderr
-        self.console = Console(file=stream, highlight=False, soft_wrap=True)  # no hard breaks in logs
+        self.console = _Console(file=stream, highlight=False, soft_wrap=True)  # no hard breaks in logs
         self._live: Live | None = None
         self._history: list[Mapping[str, Any]] = []
 
@@ -63,20 +106,36 @@ class ConsoleTracker(Tracker):
             self._live.start()
 
     def _table(self) -> Table:
+        """The last 12 rows, headed as the newest row's progress and work are."""
         table = Table(title="popmarl", expand=False)
-        for column in ("iteration", "policies", "nash_conv", "env steps/s", "elapsed"):
+        last = self._history[-1] if self._history else {}
+        progress = "nash_conv" if _progress(last)[0] == "nash_conv" else "return (win)"
+        work = "exact work" if self._exact(last, short=True) else "env steps/s"
+        for column in ("iteration", "policies", progress, work, "elapsed"):
             table.add_column(column, justify="right")
         for m in self._history[-12:]:
-            table.add_row(*self._cells(m))
+            it, sizes, (_, value), _, elapsed = self._cells(m)
+            table.add_row(it, sizes, value, self._exact(m, short=True) or self._rate(m), elapsed)
         return table
 
-    def _cells(self, m: Mapping[str, Any]) -> list[str]:
+    @staticmethod
+    def _exact(m: Mapping[str, Any], *, short: bool = False) -> str | None:
+        """An iteration's exact work, if it took no env steps."""
+        if m.get("iteration_env_steps"):
+            return None
+        return _exact_work(m.get("exact_best_responses"), m.get("exact_entries"), short=short)
+
+    @staticmethod
+    def _rate(m: Mapping[str, Any]) -> str:
+        return _fmt(m.get("steps_per_s"), ",.0f") if m.get("iteration_env_steps") else "–"
+
+    def _cells(self, m: Mapping[str, Any]) -> tuple[str, str, tuple[str, str], str, str]:
         sizes = ", ".join(f"{k.split('/', 1)[1]} {v}" for k, v in m.items() if k.startswith("population_size/"))
         of = f"/{self._max}" if self._max else ""
-        # Exact oracles and exact evaluation take no env steps: no rate to show.
-        rate = _fmt(m.get("steps_per_s"), ",.0f") if m.get("iteration_env_steps") else "–"
-        return [f"{m['iteration']}{of}", sizes, _fmt_nash_conv(m.get("nash_conv")), rate,
-                _fmt(m.get("wall_time_s"), ".1f") + "s" * (m.get("wall_time_s") is not None)]
+        exact = self._exact(m)
+        work = f"exact: {exact}" if exact else f"env steps/s {self._rate(m)}"
+        return (f"{m['iteration']}{of}", sizes, _progress(m), work,
+                _fmt(m.get("wall_time_s"), ".1f") + "s" * (m.get("wall_time_s") is not None))
 
     @hookimpl
     def popmarl_iteration_end(self, run: RunInfo, iteration: int, metrics: Mapping[str, Any]) -> None:
@@ -84,18 +143,24 @@ class ConsoleTracker(Tracker):
         if self._live is not None:
             self._live.update(self._table())
             return
-        it, sizes, nash, sps, elapsed = self._cells(metrics)
-        self.console.print(f"iteration {it}  policies {sizes}  nash_conv {nash}  env steps/s {sps}  elapsed {elapsed}")
+        it, sizes, (label, value), work, elapsed = self._cells(metrics)
+        self.console.print(f"iteration {it}  policies {sizes}  {label} {value}  {work}  elapsed {elapsed}")
 
     @hookimpl
     def popmarl_run_end(self, run: RunInfo, summary: Mapping[str, Any]) -> None:
         if self._live is not None:
             self._live.stop()
             self._live = None
+        last = {"nash_conv": summary.get("nash_conv"),
+                **{f"mean_return/{p}": v for p, v in (summary.get("mean_returns") or {}).items()},
+                **{f"win_rate/{p}": v for p, v in (summary.get("win_rates") or {}).items()}}
+        label, value = _progress(last)
+        exact = None if summary.get("env_steps") else _exact_work(summary.get("exact_best_responses"),
+                                                                  summary.get("exact_entries"))
+        work = f"exact: {exact}" if exact else f"env steps {summary.get('env_steps')}"
         self.console.print(
-            f"popmarl: {summary.get('status')} after {summary.get('iterations')} iterations; "
-            f"nash_conv {_fmt_nash_conv(summary.get('nash_conv'))}; env steps {summary.get('env_steps')}; "
-            f"{summary.get('wall_time_s', 0):.1f}s; summary in {run.run_dir}/summary.json"
+            f"popmarl: {summary.get('status')} after {summary.get('iterations')} iterations; {label} {value}; "
+            f"{work}; {summary.get('wall_time_s', 0):.1f}s; summary in {run.run_dir}/summary.json"
         )
         where = Path(run.run_dir)
         self.console.print(f"popmarl: run directory {where.resolve()}; look at it with: popmarl show {where}")

@@ -125,7 +125,7 @@ class MARL(IterativeScenario):
             pid = f"{population}/0"
             self._publish(pid, weights)
             policies[population] = [pid]
-        returns = self._evaluate(policies, iteration=0)
+        returns, _ = self._evaluate(policies, iteration=0)
         state = MARLState(iteration=0, policies=policies, history=[], initial_returns=returns)
         self._commit(state)
         return state
@@ -188,14 +188,17 @@ class MARL(IterativeScenario):
             state.policies[frozen.spec.population].append(frozen.spec.policy_id)
         state.learners, state.restoring = dict(result.states), False
         t1 = self.elapsed()
-        returns = self._evaluate(state.policies, iteration=iteration)
+        returns, win_rates = self._evaluate(state.policies, iteration=iteration)
         state.iteration = iteration
         state.env_steps += result.env_steps
         metrics: dict[str, Any] = {"iteration": iteration, "nash_conv": self._nash_conv(state), "exploitability": None}
         for population in ctx.mapping.populations:
             metrics[f"mean_return/{population}"] = returns[population]
+            if population in win_rates:
+                metrics[f"win_rate/{population}"] = win_rates[population]
             metrics[f"initial_return/{population}"] = state.initial_returns[population]
-            metrics[f"population_size/{population}"] = 1
+            # Its policies, as summary.json lists them: the initial one and each iteration's snapshot.
+            metrics[f"population_size/{population}"] = len(state.policies[population])
         seconds = self.elapsed() - t0
         metrics.update({"env_steps": state.env_steps, "iteration_env_steps": result.env_steps,
                         "episodes": result.episodes,
@@ -240,16 +243,22 @@ class MARL(IterativeScenario):
     def _profile_ids(self, policies: dict[str, list[str]]) -> dict[str, str]:
         return {a: policies[p][-1] for a, p in self.ctx.mapping.population_of.items()}
 
-    def _evaluate(self, policies: dict[str, list[str]], *, iteration: int) -> dict[str, float]:
-        """Mean return per population (over its agents) of the current policies."""
+    def _evaluate(self, policies: dict[str, list[str]], *,
+                  iteration: int) -> tuple[dict[str, float], dict[str, float]]:
+        """Mean return and win rate per population (over its agents) of the current
+        policies; no win rate for a population that plays every seat (it has no opponent)
+        or where the backend reports none."""
         ctx = self.ctx
         task = EvalTask(index=(0,), profile=self._profile_ids(policies),
                         episodes=ctx.config.evaluation.episodes_per_entry,
                         seed=derive_seed(ctx.config.seed, iteration, 2))
-        returns = ctx.backend.evaluate([task])[0].returns
-        agents = ctx.env.agents
-        return {p: float(np.mean([returns[agents.index(a)] for a in ctx.mapping.agents_of(p)]))
-                for p in ctx.mapping.populations}
+        result = ctx.backend.evaluate([task])[0]
+        seats = {p: [ctx.env.agents.index(a) for a in ctx.mapping.agents_of(p)] for p in ctx.mapping.populations}
+        returns = {p: float(np.mean(result.returns[k])) for p, k in seats.items()}
+        if result.wins is None:
+            return returns, {}
+        wins = result.outcome_rates()[0]
+        return returns, {p: float(np.mean(wins[k])) for p, k in seats.items() if len(k) < len(ctx.env.agents)}
 
     def _nash_conv(self, state: MARLState) -> float | None:
         """NashConv of the current joint policy where the env computes it exactly."""
@@ -269,11 +278,13 @@ class MARL(IterativeScenario):
         if state is None:
             return summary
         last = state.history[-1] if state.history else {}
+        win_rates = {p: last[f"win_rate/{p}"] for p in ctx.mapping.populations if f"win_rate/{p}" in last}
         summary.update({
             "iterations": state.iteration,
             "populations": {p: {"policies": ids, "meta_strategy": [0.0] * (len(ids) - 1) + [1.0]}
                             for p, ids in state.policies.items()},
             "mean_returns": {p: last.get(f"mean_return/{p}") for p in ctx.mapping.populations},
+            **({"win_rates": win_rates} if win_rates else {}),
             "initial_returns": state.initial_returns,
             "nash_conv": last.get("nash_conv"),
             "env_steps": state.env_steps,

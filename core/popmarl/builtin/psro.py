@@ -49,7 +49,7 @@ from popmarl.records import (
 )
 from popmarl.scenario import IterativeScenario, RunContext
 from popmarl.seeding import derive_seed
-from popmarl.solver import JointMetaSolver, MetaSolver
+from popmarl.solver import JointMetaSolver, MetaSolver, SolverResult, solve_checked
 
 
 #: Joint probabilities at or below this are dropped when drawing opponents (as OpenSpiel's
@@ -116,8 +116,8 @@ class PSRO(IterativeScenario):
             pid = policy_id(population, 0)
             self._add(pid, policy.get_weights())
             policies[population] = [pid]
-        table, steps = self._expand(PayoffTable.empty(ctx.env.agents), policies, iteration=0)
-        result = ctx.solver.solve_detailed(table.values)
+        table, steps, _ = self._expand(PayoffTable.empty(ctx.env.agents), policies, iteration=0)
+        result = self._solve(table)
         state = PSROState(iteration=0, policies=policies, table=table, meta=result.mixtures,
                           solver_metrics=dict(result.metrics), history=[], env_steps=steps, joint=result.joint)
         state.wall_time_s = self.elapsed()
@@ -179,7 +179,7 @@ class PSRO(IterativeScenario):
         ctx = self.ctx
         iteration = state.iteration + 1
         t0 = time.monotonic()
-        results = self._respond(self._train_tasks(state, iteration))
+        results, answered = self._respond(self._train_tasks(state, iteration))
         train_time = time.monotonic() - t0
         for result in results:
             for frozen in result.policies:
@@ -194,10 +194,10 @@ class PSRO(IterativeScenario):
             state.learners.update(result.states)
         self._restoring = set()
         t1 = time.monotonic()
-        table, eval_steps = self._expand(state.table, state.policies, iteration=iteration)
+        table, eval_steps, exact_entries = self._expand(state.table, state.policies, iteration=iteration)
         eval_time = time.monotonic() - t1
         t2 = time.monotonic()
-        solved = ctx.solver.solve_detailed(table.values)
+        solved = self._solve(table)
         solve_time = time.monotonic() - t2
         train_steps = sum(r.env_steps for r in results)
         state.iteration, state.table, state.meta, state.joint = iteration, table, solved.mixtures, solved.joint
@@ -205,12 +205,18 @@ class PSRO(IterativeScenario):
         state.env_steps += train_steps + eval_steps
         iteration_time = time.monotonic() - t0
         metrics = self._metrics(state, results, train_steps + eval_steps, iteration_time,
-                                train_time=train_time, eval_time=eval_time, solve_time=solve_time)
+                                exact=(answered, exact_entries), train_time=train_time, eval_time=eval_time,
+                                solve_time=solve_time)
         state.history.append(metrics)
         state.wall_time_s = self.elapsed()
         self._commit(state)
         ctx.run_dir.append_metrics(metrics)
         ctx.hooks.iteration_end(ctx.info, iteration, metrics)
+
+    def _solve(self, table: PayoffTable) -> SolverResult:
+        """The meta-solver's answer for ``table``, checked (a wrong one fails the run, naming the solver)."""
+        ctx = self.ctx
+        return solve_checked(ctx.solver, table.values, name=ctx.config.solver.name, seats=ctx.env.agents)
 
     def _train_tasks(self, state: PSROState, iteration: int) -> list[TrainTask]:
         """One task per population: its learner best-responds, in its seats, to the
@@ -250,10 +256,10 @@ class PSRO(IterativeScenario):
                                        return_state=warm and j == 0))
         return tasks
 
-    def _respond(self, tasks: Sequence[TrainTask]) -> list[TrainResult]:
-        """Each task's result, in order: the populations whose algorithm answers exactly
-        are asked their best response (``Backend.best_respond``, no learner); the others,
-        and those that decline, train."""
+    def _respond(self, tasks: Sequence[TrainTask]) -> tuple[list[TrainResult], int]:
+        """Each task's result, in order, and how many were answered exactly: the populations
+        whose algorithm answers exactly are asked their best response (``Backend.best_respond``,
+        no learner); the others, and those that decline, train."""
         ctx = self.ctx
         asked = {k: BestResponseTask(population=spec.population, seed=spec.seed, snapshot=spec.snapshot,
                                      opponents=task.opponents, joint=task.joint)
@@ -266,7 +272,7 @@ class PSRO(IterativeScenario):
         training = [k for k in range(len(tasks)) if k not in results]
         if training:
             results.update(zip(training, ctx.backend.train([tasks[k] for k in training])))
-        return [results[k] for k in range(len(tasks))]
+        return [results[k] for k in range(len(tasks))], len(tasks) - len(training)
 
     def _joint_opponents(self, state: PSROState, seat: int) -> list[JointOpponents]:
         """The other seats' profiles drawn together from the joint meta-strategy:
@@ -354,8 +360,10 @@ class PSRO(IterativeScenario):
     def _axis_ids(self, policies: Mapping[str, Sequence[str]]) -> list[list[str]]:
         return [list(policies[self.ctx.mapping.population_of[a]]) for a in self.ctx.env.agents]
 
-    def _expand(self, table: PayoffTable, policies: Mapping[str, Sequence[str]], *, iteration: int) -> tuple[PayoffTable, int]:
-        """Grow the table to the pools' sizes and evaluate only the new entries."""
+    def _expand(self, table: PayoffTable, policies: Mapping[str, Sequence[str]], *,
+                iteration: int) -> tuple[PayoffTable, int, int]:
+        """Grow the table to the pools' sizes and evaluate only the new entries; return it,
+        the env steps sampled and how many entries were evaluated exactly."""
         ctx = self.ctx
         axis_ids = self._axis_ids(policies)
         table = table.grow([len(ids) for ids in axis_ids])
@@ -368,7 +376,7 @@ class PSRO(IterativeScenario):
         ]
         results = ctx.backend.evaluate(tasks)
         table = table.fill([(r.index, r.returns) for r in results])
-        return table, sum(r.env_steps for r in results)
+        return table, sum(r.env_steps for r in results), sum(r.exact for r in results)
 
     # -- metrics and summary ----------------------------------------------------------
     def _mixed_profile(self, state: PSROState) -> MixedProfile:
@@ -390,8 +398,10 @@ class PSRO(IterativeScenario):
         axes = [k for k, a in enumerate(self.ctx.env.agents) if self.ctx.mapping.population_of[a] == population]
         return np.mean([state.meta[k] for k in axes], axis=0)
 
-    def _metrics(self, state: PSROState, results: Sequence[TrainResult], steps: int, seconds: float,
-                 **times: float) -> dict[str, Any]:
+    def _metrics(self, state: PSROState, results: Sequence[TrainResult], steps: int, seconds: float, *,
+                 exact: tuple[int, int] = (0, 0), **times: float) -> dict[str, Any]:
+        """The iteration's metrics line; ``exact``: the best responses computed and payoff
+        entries evaluated exactly (the work of an iteration that took no env steps)."""
         nash = self.nash_conv(state)
         metrics: dict[str, Any] = {
             "iteration": state.iteration,
@@ -404,6 +414,7 @@ class PSRO(IterativeScenario):
             metrics[f"meta_entropy/{population}"] = entropy(meta)
             metrics[f"meta_strategy/{population}"] = meta.tolist()
         metrics.update({"env_steps": state.env_steps, "iteration_env_steps": steps,
+                        "exact_best_responses": exact[0], "exact_entries": exact[1],
                         "steps_per_s": steps / seconds if seconds > 0 else 0.0,
                         **{f"{k}_s": v for k, v in times.items()},
                         "wall_time_s": self.elapsed()})
@@ -437,6 +448,7 @@ class PSRO(IterativeScenario):
             "meta_game_values": dict(zip(ctx.env.agents, self._meta_values(state).tolist())),
             "nash_conv": nash, "exploitability": self._exploitability(nash),
             "env_steps": state.env_steps,
+            **{k: sum(int(m.get(k, 0)) for m in state.history) for k in ("exact_best_responses", "exact_entries")},
             "solver": state.solver_metrics,
         })
         if state.joint is not None:

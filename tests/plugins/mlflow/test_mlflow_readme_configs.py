@@ -7,6 +7,11 @@ blocks."""
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -14,9 +19,9 @@ import pytest
 import popmarl
 from popmarl.config import validate
 
-from mlflow_helpers import client, mlflow_run_id
+from mlflow_helpers import client, config, mlflow_run_id
 from popmarl_mlflow.connection import resolve_tracking_uri
-from readme_configs import readme_configs, short
+from readme_configs import README, readme_configs, short
 
 LOCAL = [c for c in readme_configs() if not c.uses_ray]
 README_SERVER = "http://127.0.0.1:5000"
@@ -50,3 +55,21 @@ def test_a_readme_config_runs(shown, tmp_path: Path, monkeypatch: pytest.MonkeyP
     for uri in stores:
         run = client(uri).get_run(mlflow_run_id(run_dir, uri))
         assert run.info.status == "FINISHED" and run.data.tags["popmarl.status"] == "completed"
+
+
+def test_the_readme_names_what_a_tracked_run_leaves_and_reads_it_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                        fresh_store: Callable[[Path], str]) -> None:
+    """Every file a run with the ``jsonl`` and ``mlflow`` trackers leaves, in its directory and
+    beside it, is named in the README, and the README's ``mlflow runs list`` lists the run."""
+    monkeypatch.chdir(tmp_path)
+    fresh_store(tmp_path / "runs")
+    popmarl.run(config(["jsonl", "mlflow"], stopping={"max_iterations": 1}), out="runs/rps")
+    readme = README.read_text(encoding="utf-8")
+    runs = tmp_path / "runs"
+    left = [p.name for p in (runs / "rps").iterdir()] + [p.name for p in runs.iterdir() if p.name != "rps"]
+    assert [name for name in left if name not in readme] == []
+    (command,) = re.findall(r"^MLFLOW_TRACKING_URI=\S+ mlflow runs list --experiment-id \S+$", readme, re.MULTILINE)
+    shell = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    listed = subprocess.run(["bash", "-c", command], cwd=tmp_path, env=shell, capture_output=True, text=True, timeout=120)
+    assert listed.returncode == 0, listed.stderr
+    assert mlflow_run_id(runs / "rps", f"sqlite:///{runs / 'mlflow.db'}") in listed.stdout

@@ -63,6 +63,22 @@ def test_cli_reports_a_bad_game_in_one_line(run_cli, write_config):
     assert "Traceback" not in result.stderr
 
 
+def test_exact_br_without_perfect_recall_fails_in_one_line_before_writing(run_cli, write_config, tmp_path):
+    """Goofspiel's default (public) bids forget each player's own earlier bids as OpenSpiel
+    keys them: exact_br is refused before the run directory exists, in one line naming the
+    fix, and the same --out then works with the fix."""
+    config = _env_config(write_config, game="goofspiel", game_params={"num_cards": 4})
+    result = run_cli("run", config, "--out", "run", "--set", "stopping.max_iterations=2")
+    assert result.returncode == 2, result
+    assert result.stderr.count("\n") == 1 and "\\n" not in result.stderr and "Warning" not in result.stderr, result
+    assert result.stderr.startswith("popmarl: error: env.params.game: goofspiel cannot be evaluated exactly"), result
+    assert "exact_br" in result.stderr and "env.params.game_params.imp_info: true" in result.stderr, result
+    assert not (tmp_path / "run").exists()
+    fixed = run_cli("run", config, "--out", "run", "--set", "stopping.max_iterations=2",
+                    "--set", "env.params.game_params.imp_info=true")
+    assert fixed.returncode == 0, fixed
+
+
 @pytest.mark.parametrize(("game", "zero_sum", "players", "chance"), [
     ("kuhn_poker", True, 2, True), ("leduc_poker", True, 2, True), ("kuhn_poker(players=3)", False, 3, True),
     ("tiny_hanabi", False, 2, True), ("matrix_pd", False, 2, False), ("goofspiel(num_cards=3)", True, 2, True),

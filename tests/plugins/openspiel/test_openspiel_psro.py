@@ -156,12 +156,15 @@ def test_eval_of_a_shared_run_plays_each_seat_its_own_mixture(tmp_path):
         np.testing.assert_allclose(frequencies, mixture[mixture > 0], atol=0.03)
 
 
-def test_games_too_large_for_exact_evaluation_are_sampled(write_config, tmp_path):
-    with pytest.warns(UserWarning, match="no final_policy.json"):
+def test_games_too_large_for_exact_evaluation_are_sampled(write_config, tmp_path, caplog):
+    with caplog.at_level("WARNING", logger="popmarl_openspiel"):
         summary, run_dir = _run(write_config, tmp_path,
                                 env={"name": "openspiel", "params": {"game": "kuhn_poker", "exact_limit": 10}},
                                 algorithm={"name": "random"}, solver={"name": "uniform"},
                                 stopping={"max_iterations": 2}, evaluation={"episodes_per_entry": 50})
+    assert [r.getMessage() for r in caplog.records] == [  # one line: a log record, no warning's source line
+        "openspiel: no final_policy.json: kuhn_poker cannot be enumerated (it has more than 10 histories "
+        "(env.params.exact_limit))"]
     assert summary["status"] == "completed"
     assert summary["nash_conv"] is None and summary["env_steps"] > 0
     assert not (run_dir / "final_policy.json").exists()

@@ -43,6 +43,13 @@ def test_missing_dependency_names_the_pettingzoo_extra(monkeypatch: pytest.Monke
     assert message.endswith('install it with: pip install "pettingzoo[butterfly]"')
 
 
+def test_a_bare_env_name_suggests_its_full_module_path() -> None:
+    assert "(did you mean 'pettingzoo.classic.rps_v2'?)" in _error(module="rps_v2")
+    assert "(did you mean 'pettingzoo.classic.tictactoe_v3'?)" in _error(module="tictactoe")
+    assert "(did you mean 'mpe2.simple_spread_v3'?)" in _error(module="simple_spread_v3")
+    assert "did you mean" not in _error(module="blotto")
+
+
 def test_moved_families_point_to_their_new_package() -> None:
     assert "pip install mpe2" in _error(module="pettingzoo.mpe.simple_spread_v3")
     assert install_hint("pettingzoo.sisl.waterworld_v4") == 'pip install "pettingzoo[sisl]"'

@@ -14,6 +14,7 @@ from __future__ import annotations
 import attrs
 
 from popmarl.algorithm import Algorithm, BestResponseProblem, PolicySpace
+from popmarl.env import Env
 from popmarl.errors import ConfigError
 from popmarl.spaces import Discrete
 from popmarl_openspiel.env import OpenSpielEnv
@@ -37,6 +38,16 @@ class ExactBestResponse(Algorithm):
 
     Config = ExactBRConfig
     answers_correlated = True
+
+    def check(self, *, env: Env, space: PolicySpace) -> None:
+        """Refuse, before anything is written, what :meth:`best_response` would fail on at
+        iteration 1: another env, or a game it cannot enumerate (builds the tree, kept)."""
+        if not isinstance(env, OpenSpielEnv):
+            raise ConfigError("algorithm exact_br: works only with env 'openspiel'")
+        problem = env.exact_problem
+        if problem is not None:
+            raise ConfigError(f"env.params.game: {env.spiel.name} cannot be evaluated exactly, which algorithm "
+                              f"exact_br needs: {problem}")
 
     def make_policy(self, *, space: PolicySpace, seed: int) -> TabularPolicy:
         if not isinstance(space.action_space, Discrete):

@@ -10,7 +10,7 @@ win / draw / loss probabilities in sequence form, NashConv by OpenSpiel, and
 
 from __future__ import annotations
 
-import warnings
+import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -24,10 +24,15 @@ from popmarl.errors import ConfigError
 from popmarl.spaces import Box, Discrete
 from popmarl_openspiel.exact import ExactGame
 from popmarl_openspiel.export import write_policy
-from popmarl_openspiel.game import ObservationKind, SpielGame, unknown_game_message
+from popmarl_openspiel.game import ObservationKind, SpielGame, base_name, unknown_game_message
 from popmarl_openspiel.tree import NotPerfectRecall, TreeTooLarge, build_tree
 from popmarl_openspiel.vector import OpenSpielVector, TensorFill, tensor_fill
 from popmarl_openspiel.tabular import player_of
+
+log = logging.getLogger("popmarl_openspiel")
+
+#: Games whose information states lack perfect recall by default, and the parameter that gives it.
+_RECALL_PARAMS = {"goofspiel": ("imp_info", "true")}
 
 
 def _known_game(instance: object, attribute: object, value: str) -> None:
@@ -99,6 +104,15 @@ class OpenSpielEnv(ExactEnv):
     def exact(self) -> ExactGame:
         """The enumerated game (built on first use); raises where exact evaluation is
         impossible (see :meth:`supports_exact`)."""
+        problem = self.exact_problem
+        if self._exact is None:
+            raise ConfigError(f"env.params.game: {self.spiel.name} cannot be evaluated exactly: {problem}")
+        return self._exact
+
+    @property
+    def exact_problem(self) -> str | None:
+        """Why the game cannot be enumerated, in one line with the fix where one is known
+        (None: it can; the tree is then built and kept)."""
         if self._exact is None and self._exact_problem is None:
             self._exact_problem = self._why_not_exact()
             if self._exact_problem is None:
@@ -107,11 +121,18 @@ class OpenSpielEnv(ExactEnv):
                 except TreeTooLarge as exc:
                     self._exact_problem = f"it has {exc} (env.params.exact_limit)"
                 except NotPerfectRecall as exc:
-                    self._exact_problem = str(exc)
-        if self._exact is None:
-            raise ConfigError(f"env.params.game: {self.spiel.name} cannot be evaluated exactly: "
-                              f"{self._exact_problem}")
-        return self._exact
+                    self._exact_problem = f"{exc}{self._recall_fix()}"
+        return self._exact_problem
+
+    def _recall_fix(self) -> str:
+        """``; set ...``: the game parameter that gives perfect recall, where there is one."""
+        name = base_name(self.spiel.name)
+        if name not in _RECALL_PARAMS:
+            return ""
+        key, value = _RECALL_PARAMS[name]
+        if "(" in self.spiel.name:
+            return f"; add {key}={value} to env.params.game"
+        return f"; set env.params.game_params.{key}: {value}"
 
     def supports_exact(self) -> bool:
         try:
@@ -136,8 +157,8 @@ class OpenSpielEnv(ExactEnv):
     def export_policy(self, profile: MixedProfile, directory: Path) -> list[str]:
         """``final_policy.json``: the aggregated meta-strategy at every information state."""
         if not self.supports_exact():
-            warnings.warn(f"openspiel: no final_policy.json: {self.spiel.name} cannot be enumerated "
-                          f"({self._exact_problem})", stacklevel=2)
+            log.warning("openspiel: no final_policy.json: %s cannot be enumerated (%s)",
+                        self.spiel.name, self._exact_problem)
             return []
         exact = self.exact
         return [write_policy(Path(directory), self.spiel, exact.tree, exact.aggregate_profile(profile)).name]

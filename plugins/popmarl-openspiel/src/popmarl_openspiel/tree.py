@@ -24,7 +24,14 @@ class TreeTooLarge(Exception):
 
 
 class NotPerfectRecall(Exception):
-    """An information state is reached through different own sequences."""
+    """An information state is reached through different own sequences (``key``: the
+    first such state's key, left out of the message: keys can span lines)."""
+
+    def __init__(self, player: int, key: str) -> None:
+        super().__init__(f"player {player}'s information states lack perfect recall: one is reached by "
+                         "different sequences of its own actions")
+        self.player = player
+        self.key = key
 
 
 @attrs.frozen(kw_only=True, eq=False)
@@ -84,8 +91,7 @@ class _Builder:
             self.mask[player].append(state.legal_actions_mask(player))
             self.parent[player].append(seq)
         elif self.parent[player][index] != seq:
-            raise NotPerfectRecall(f"information state {key!r} of player {player} is reached by different "
-                                   "own action sequences")
+            raise NotPerfectRecall(player, key)
         return index
 
     def visit(self, state: pyspiel.State, chance: float, seqs: tuple[int, ...]) -> None:

@@ -9,6 +9,7 @@ each agent action, Parallel games each joint step. Env-native limits such as MPE
 from __future__ import annotations
 
 import functools
+import os
 import re
 from collections.abc import Mapping
 from typing import Any, Literal
@@ -18,7 +19,7 @@ from popmarl.env import Env, VectorEnv
 from popmarl.errors import ConfigError
 from popmarl.spaces import Box, Discrete
 
-from popmarl_pettingzoo.loading import MODULE, Api, choose_factory, construct, import_target
+from popmarl_pettingzoo.loading import MODULE, Api, choose_factory, construct, default_path, import_target
 from popmarl_pettingzoo.spaces import MASK_KEY, ActionCodec, ObservationCodec, mask_source
 from popmarl_pettingzoo.vector import AECVector, ParallelVector
 
@@ -30,10 +31,18 @@ def _import_path(_: object, __: attrs.Attribute[str], value: str) -> None:
         raise ValueError(f"must be an import path such as pettingzoo.classic.connect_four_v3 or package.module:attr, got {value!r}")
 
 
+def _absolute(directories: list[str] | None) -> list[str] | None:
+    return None if directories is None else [os.path.abspath(d) for d in directories]
+
+
 @attrs.frozen(kw_only=True)
 class PettingZooConfig:
     """``module``: the env module (``env()`` = AEC, ``parallel_env()`` = Parallel) or
-    ``module:attr``; ``kwargs``: passed to the constructor; ``api``: which constructor
+    ``module:attr``; ``path``: directories ``module`` is imported from before the installed
+    packages (as PYTHONPATH), made absolute (relative ones from the current directory) so
+    that other processes, ``--resume`` and ``popmarl eval`` find it; default: the current
+    directory (unset or null), for a module that is not installed (a user's own), else none; ``kwargs``:
+    passed to the constructor; ``api``: which constructor
     (``auto`` prefers ``parallel_env``); ``max_steps``: truncate episodes after this many
     steps; ``flatten``: Box observations as 1-D vectors (else they keep their shape);
     ``has_chance``: whether chance takes part in play (dice, shuffled cards, random
@@ -43,12 +52,17 @@ class PettingZooConfig:
     sets one)."""
 
     module: str = attrs.field(default="pettingzoo.classic.connect_four_v3", validator=_import_path)
+    path: list[str] | None = attrs.field(default=None, converter=_absolute)
     kwargs: dict[str, Any] = attrs.field(factory=dict)
     api: Literal["auto", "aec", "parallel"] = attrs.field(
         default="auto", validator=attrs.validators.in_(("auto", "aec", "parallel")))
     max_steps: int | None = attrs.field(default=None, validator=attrs.validators.optional(attrs.validators.ge(1)))
     flatten: bool = True
     has_chance: bool = False
+
+    def __attrs_post_init__(self) -> None:
+        if self.path is None:  # unset or null: decided here, in the process that reads the config
+            object.__setattr__(self, "path", default_path(self.module))
 
 
 class PettingZooEnv(Env):
@@ -64,7 +78,7 @@ class PettingZooEnv(Env):
         super().__init__(**kwargs)
         cfg = self.config
         self.has_chance = cfg.has_chance
-        factory, self.api = choose_factory(import_target(cfg.module), cfg.module, cfg.api)
+        factory, self.api = choose_factory(import_target(cfg.module, cfg.path or ()), cfg.module, cfg.api)
         self._make = functools.partial(construct, factory, self.api, cfg.kwargs, cfg.module)
         probe = self._make()
         try:

@@ -2,15 +2,21 @@
 
 ``module`` is ``package.module`` (a PettingZoo env module with ``env()`` and/or
 ``parallel_env()``) or ``package.module:attr``, where ``attr`` is such an object or an
-``AECEnv`` / ``ParallelEnv`` subclass.
+``AECEnv`` / ``ParallelEnv`` subclass. A user's own module is imported from the
+directories of ``path`` (by default the one ``popmarl`` runs in), as if they were on
+``PYTHONPATH``: saved in the config, they reach other processes (Ray's actors) too.
 """
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import importlib.util
 import pkgutil
-from collections.abc import Callable, Mapping
+import re
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any, Literal
 
 from popmarl.errors import ConfigError
@@ -31,7 +37,13 @@ INSTALL_HINTS = {
     "magent2": "pip install magent2",
 }
 
+#: The packages whose env modules a bare env name (``rps_v2``) is looked up in.
+ENV_FAMILIES = ("pettingzoo.classic", "pettingzoo.butterfly", "pettingzoo.sisl", "pettingzoo.atari", "mpe2",
+                "magent2.environments")
+_VERSIONED = re.compile(r"_v\d+$")
+
 MODULE = "env.params.module"
+PATH = "env.params.path"
 KWARGS = "env.params.kwargs"
 API = "env.params.api"
 
@@ -44,13 +56,52 @@ def install_hint(module: str) -> str | None:
     return None
 
 
-def import_target(path: str) -> Any:
-    """The module (or ``module:attr`` object) named by ``path``."""
+def default_path(module: str) -> list[str] | None:
+    """``[the current directory]`` when ``module``'s top-level package is not installed
+    but found there (a user's own module), or found nowhere; None for an installed one."""
+    top = module.partition(":")[0].split(".")[0]
+    try:
+        here = Path.cwd().resolve()
+    except OSError:  # the current directory was removed
+        return None
+    found = _locations(top)
+    if found is None or any(p.resolve().parent == here for p in found):
+        return [str(here)]
+    return None
+
+
+def _locations(top: str) -> list[Path] | None:
+    """Where top-level module ``top`` is (a package's directories, a module's file); None
+    if it is not found, ``[]`` if it has no place on disk (built in, made in memory)."""
+    module = sys.modules.get(top)
+    try:
+        spec = importlib.util.find_spec(top) if module is None else getattr(module, "__spec__", None)
+    except (ImportError, ValueError):
+        return None
+    if spec is None:
+        return None if module is None else []
+    if spec.submodule_search_locations:
+        return [Path(p) for p in spec.submodule_search_locations]
+    return [Path(spec.origin)] if spec.has_location and spec.origin else []
+
+
+def _put_on_sys_path(directories: Sequence[str]) -> None:
+    """Put ``directories`` first on ``sys.path`` (those not on it yet), as PYTHONPATH would."""
+    new = [d for d in directories if d not in sys.path]
+    if new:
+        sys.path[:0] = new
+        importlib.invalidate_caches()
+
+
+def import_target(path: str, directories: Sequence[str] = ()) -> Any:
+    """The module (or ``module:attr`` object) named by ``path``, looked for in
+    ``directories`` first (``env.params.path``), then among the installed packages."""
     module_name, _, attr = path.partition(":")
+    _put_on_sys_path(directories)
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
-        raise ConfigError(_not_found(module_name, exc)) from None
+        raise ConfigError(_not_found(module_name, exc, directories)) from None
     except Exception as exc:  # noqa: BLE001 - any failure while importing is the user's to fix
         hint = install_hint(module_name)
         message = f"{MODULE}: importing {module_name} failed ({type(exc).__name__}: {exc})"
@@ -63,18 +114,23 @@ def import_target(path: str) -> Any:
     return target
 
 
-def _not_found(module_name: str, exc: ModuleNotFoundError) -> str:
+def _not_found(module_name: str, exc: ModuleNotFoundError, directories: Sequence[str]) -> str:
     missing = exc.name or ""
     hint = install_hint(module_name)
     if missing and (module_name == missing or module_name.startswith(missing + ".")):
         # The module itself (or a parent package) does not exist.
         missing = _first_missing(module_name) or missing
         parent, _, leaf = missing.rpartition(".")
-        suggestion = did_you_mean(leaf, _siblings(parent)) if parent else ""
-        message = f"{MODULE}: no module named {missing!r}{suggestion}"
-        if not suggestion and hint and parent == "":
-            message += f"; install it with: {hint}"
-        return message
+        if parent:
+            return f"{MODULE}: no module named {missing!r}{did_you_mean(leaf, _siblings(parent))}"
+        message = f"{MODULE}: no module named {missing!r}"
+        if hint:
+            return message + f"; install it with: {hint}"
+        suggestion = _full_name(module_name)
+        if suggestion:
+            return message + suggestion + "; PettingZoo envs are named by their full module path"
+        return (message + f": not installed, nor in {PATH} {list(directories)!r} (by default the directory "
+                "popmarl runs in; a module of your own goes there, or list the directory that holds it)")
     message = f"{MODULE}: importing {module_name} needs the missing module {missing!r}"
     return message + f"; install it with: {hint}" if hint else message + f"; install it with: pip install {missing}"
 
@@ -90,6 +146,23 @@ def _first_missing(module_name: str) -> str | None:
         except (ImportError, ValueError):
             return prefix
     return None
+
+
+def _full_name(name: str) -> str:
+    """`` (did you mean 'family.env_vN'?)`` for a bare env name such as ``rps_v2`` or
+    ``tictactoe``, looked up in the installed :data:`ENV_FAMILIES`; else ``""``."""
+    known: dict[str, str] = {}
+    for family in ENV_FAMILIES:
+        try:
+            spec = importlib.util.find_spec(family)
+        except Exception:  # noqa: BLE001 - a family that is not installed (or broken) has no names
+            continue
+        for found in pkgutil.iter_modules((spec.submodule_search_locations or []) if spec else []):
+            if not found.ispkg and _VERSIONED.search(found.name):
+                known.setdefault(found.name, f"{family}.{found.name}")
+                known.setdefault(_VERSIONED.sub("", found.name), f"{family}.{found.name}")
+    close = difflib.get_close_matches(name.rpartition(".")[2], list(known), n=1, cutoff=0.8)
+    return f" (did you mean {known[close[0]]!r}?)" if close else ""
 
 
 def _siblings(package: str) -> list[str]:
