@@ -1,6 +1,6 @@
 """A benchmark's docstring says what it measures and how to run it, not what it measured:
 no dated figures, no "before issue N". The current figures live in README.md's
-Benchmarks table, earlier ones in benchmarks/NOTES.md (a docstring's figures drift)."""
+Benchmarks table, earlier ones in the git history (a docstring's figures drift)."""
 
 from __future__ import annotations
 
@@ -27,4 +27,4 @@ def _docstrings(path: Path) -> list[tuple[int, str]]:
 def test_a_benchmark_docstring_holds_no_measured_history(path: Path) -> None:
     found = [f"{path.name}:{line}: {match.group()!r}" for line, doc in _docstrings(path)
              for match in HISTORY.finditer(doc)]
-    assert found == [], "measured history belongs in benchmarks/NOTES.md or the README table"
+    assert found == [], "measured history belongs in the README table (current) or the git history"

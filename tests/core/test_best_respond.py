@@ -17,7 +17,6 @@ from popmarl.records import (
     BestResponseTask,
     LearnerInit,
     LearnerSpec,
-    Opponents,
     PolicySpec,
     TrainResult,
     TrainTask,
