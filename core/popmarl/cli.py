@@ -97,8 +97,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
         raise UserError("run: a CONFIG is required (or --resume DIR to continue a run)")
     else:
         config = load_config(args.config, args.overrides)
-    signal.signal(signal.SIGTERM, _terminate)
-    summary = run(config, out=args.out, resume=args.resume)
+    previous = signal.signal(signal.SIGTERM, _terminate)
+    try:
+        summary = run(config, out=args.out, resume=args.resume)
+    finally:
+        signal.signal(signal.SIGTERM, previous)  # main() may be called again in this process
     return 0 if summary.get("status") in ("completed", "stopped") else 1
 
 
