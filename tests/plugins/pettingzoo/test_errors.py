@@ -28,6 +28,8 @@ def test_unknown_module_suggests_the_closest_name() -> None:
 
 
 def test_missing_family_names_the_pip_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in [m for m in sys.modules if m.startswith("mpe2.")]:  # imported by an earlier test (README configs)
+        monkeypatch.delitem(sys.modules, name)
     monkeypatch.setitem(sys.modules, "mpe2", None)  # as if mpe2 were not installed
     message = _error(module="mpe2.simple_spread_v3")
     assert message.startswith("env.params.module: no module named 'mpe2'") and "pip install mpe2" in message
