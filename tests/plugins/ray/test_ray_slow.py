@@ -1,4 +1,4 @@
-"""Slow checks (tox env ``slow``): a run that starts its own Ray shuts it down; the
+"""Slow checks (tox envs ``plugins`` and ``slow``): a run that starts its own Ray shuts it down; the
 ``marl`` scenario's co-training on a learner actor."""
 
 from __future__ import annotations
