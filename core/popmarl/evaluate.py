@@ -22,7 +22,7 @@ import attrs
 import numpy as np
 
 from popmarl.algorithm import PolicySpace
-from popmarl.backend import Backend, Components, RunSetup
+from popmarl.backend import Backend, Components
 from popmarl.builtin.random_policy import RandomAlgorithm
 from popmarl.config import ComponentConfig, RunConfig, population_algorithms, read_yaml, validate
 from popmarl.env import Env
@@ -32,7 +32,7 @@ from popmarl.population import AgentMapping
 from popmarl.records import EvalResult, EvalTask, JointOpponents, Opponents
 from popmarl.registries import Registries, RegistriesLike
 from popmarl.rundir import RunDirectory
-from popmarl.runner import build, build_algorithms, policy_spaces
+from popmarl.runner import build, build_algorithms, policy_spaces, run_setup
 from popmarl.structure import did_you_mean
 
 #: Where the opponent's populations are renamed (``:`` is not allowed in a population
@@ -263,14 +263,8 @@ def _evaluation_backend(run: LoadedRun, sides: list[Mapping[str, Pool]],
     spaces = {pool.space.population: pool.space for pool in pools}
     specs = {pool.space.population: ComponentConfig(name=pool.algorithm[0], params=dict(pool.algorithm[1]))
              for pool in pools}
-    local = found.in_process({"envs": run.config.env.name})
-    for spec in specs.values():
-        local.update(found.in_process({"algorithms": spec.name}))
-    setup = RunSetup(env_name=run.config.env.name, env_params=dict(run.config.env.params),
-                     algorithms={p: (spec.name, dict(spec.params)) for p, spec in specs.items()},
-                     mapping=run.mapping, spaces=spaces, seed=run.config.seed,
-                     num_envs=run.config.evaluation.num_envs, train_num_envs=run.config.training.num_envs,
-                     exact_evaluation=run.config.evaluation.exact, local_components=local)
+    # The run's mapping: only its own populations get a backend's learners.
+    setup = run_setup(run.config, mapping=run.mapping, spaces=spaces, specs=specs, found=found)
     started: Backend = build("backends", backend if backend is not None else run.config.backend,
                              "backend.params", found)
     started.start(setup, Components(env=run.env, algorithms=build_algorithms(specs, found)))

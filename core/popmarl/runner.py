@@ -74,6 +74,21 @@ def build_algorithms(specs: Mapping[str, ComponentConfig], found: Registries | N
     return algorithms
 
 
+def run_setup(config: RunConfig, *, mapping: AgentMapping, spaces: Mapping[str, PolicySpace],
+              specs: Mapping[str, ComponentConfig], found: Registries) -> RunSetup:
+    """What a backend needs to rebuild the run's components elsewhere: each population's
+    algorithm (``specs``) and spaces by name, and the env or algorithms registered in this
+    process only (``found``), by value."""
+    local = found.in_process({"envs": config.env.name})
+    for spec in specs.values():
+        local.update(found.in_process({"algorithms": spec.name}))
+    return RunSetup(env_name=config.env.name, env_params=dict(config.env.params),
+                    algorithms={p: (spec.name, dict(spec.params)) for p, spec in specs.items()},
+                    mapping=mapping, spaces=spaces, seed=config.seed,
+                    num_envs=config.evaluation.num_envs, train_num_envs=config.training.num_envs,
+                    exact_evaluation=config.evaluation.exact, local_components=local)
+
+
 def default_out(config: RunConfig) -> Path:
     stamp = time.strftime("%Y%m%d-%H%M%S")
     return Path("runs") / f"{config.scenario.name}-{config.env.name}-{stamp}"
@@ -117,14 +132,7 @@ def run(config: RunConfig, out: str | None = None, *, resume: str | None = None,
     for agent in agents.values():  # last: an exact oracle's check may enumerate the game
         agent.algorithm.check(env=env, space=agent.space)
     hooks = Hooks(make_plugin_manager(trackers))  # a broken hook plugin stops the run here
-    local = found.in_process({"envs": config.env.name})
-    for spec in specs.values():
-        local.update(found.in_process({"algorithms": spec.name}))
-    setup = RunSetup(env_name=config.env.name, env_params=dict(config.env.params),
-                     algorithms={p: (spec.name, dict(spec.params)) for p, spec in specs.items()},
-                     mapping=mapping, spaces=spaces, seed=config.seed,
-                     num_envs=config.evaluation.num_envs, train_num_envs=config.training.num_envs,
-                     exact_evaluation=config.evaluation.exact, local_components=local)
+    setup = run_setup(config, mapping=mapping, spaces=spaces, specs=specs, found=found)
     # A run killed before its first checkpoint restarts from the beginning, in place.
     resuming = resume is not None and run_dir.state_file.is_file()
     # A corrupt checkpoint is reported before anything starts or changes.

@@ -50,7 +50,7 @@ class Declining(ExactMatrixBR):
         return None
 
 
-def test_a_declined_question_has_no_policy(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_declined_question_has_no_policy() -> None:
     backend = rps_backend()
     backend._executor.agents["player_0"].algorithm = Declining()
     (result,) = backend.best_respond([BestResponseTask(population="player_0", seed=0,
