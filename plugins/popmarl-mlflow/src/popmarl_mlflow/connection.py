@@ -6,9 +6,12 @@ from __future__ import annotations
 import json
 import logging
 import os
+import signal
+import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
+from types import FrameType
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
@@ -115,6 +118,43 @@ def limited(limits: HttpLimits) -> Iterator[None]:
                 os.environ[key] = value
         for logger, level in zip(loggers, saved_levels, strict=True):
             logger.setLevel(level)
+
+
+#: The signals that stop a run (Ctrl-C; SIGTERM under ``popmarl run``).
+_STOPPING = (signal.SIGINT, signal.SIGTERM)
+
+
+@contextmanager
+def uninterrupted() -> Iterator[None]:
+    """Within the block, Ctrl-C and SIGTERM wait until it ends, then arrive as they would
+    have: an MLflow write they cut short can leave a sqlite store locked, and the run's
+    end (KILLED) could not be written. A second signal meanwhile arrives at once. The
+    block is one bounded write (:func:`limited` bounds HTTP calls); only the main thread
+    can hold signals, elsewhere the block runs as is."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.getsignal(sig) for sig in _STOPPING}
+    held: list[int] = []
+
+    def restore() -> None:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+    def hold(signum: int, frame: FrameType | None) -> None:
+        if held:  # asked twice: stop now
+            restore()
+            signal.raise_signal(signum)
+        held.append(signum)
+
+    for sig in _STOPPING:
+        signal.signal(sig, hold)
+    try:
+        yield
+    finally:
+        restore()
+        for signum in held[:1]:
+            signal.raise_signal(signum)
 
 
 def read_record(run_dir: str | os.PathLike[str]) -> dict[str, dict[str, str]]:

@@ -29,6 +29,7 @@ from popmarl_mlflow.connection import (
     open_run,
     refused_store,
     resolve_tracking_uri,
+    uninterrupted,
 )
 from popmarl_mlflow.sync import catch_up, run_tags
 from popmarl_mlflow.writer import RunWriter
@@ -78,7 +79,7 @@ class MlflowTracker(Tracker):
         if self._failed:
             return
         try:
-            with limited(self._limits):
+            with limited(self._limits), uninterrupted():
                 action()
         except Exception as exc:  # any failure of the tracking backend must not stop the run
             self._failed = True
