@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from popmarl.algorithm import Algorithm, BestResponseProblem, PolicySpace
+import functools
+import inspect
+from collections.abc import Sequence
+
+from popmarl.algorithm import Algorithm, BestResponseProblem, PolicySpace, TrainerContext
 from popmarl.env import CorrelatedProfile, Env, MixedProfile
 from popmarl.policy import Policy
 from popmarl.records import Weights
@@ -48,18 +52,36 @@ class AgentInterface:
         """The population's first policy (PSRO iteration 0)."""
         return self.algorithm.initial_policy(space=self.space, seed=seed)
 
-    def new_learner(self, *, seed: int, weights: Weights | None = None,
-                    warm_start: bool = False) -> tuple[Policy, Trainer | None]:
+    def new_learner(self, *, seed: int, weights: Weights | None = None, warm_start: bool = False,
+                    seats: Sequence[str] = ()) -> tuple[Policy, Trainer | None]:
         """A learning policy (with ``weights``, else fresh from ``seed``) and its trainer
-        (None for an algorithm that does not learn). ``warm_start``: ``weights`` are
-        another policy's, which this new learner starts from
-        (:meth:`~popmarl.algorithm.Algorithm.warm_start`)."""
+        (None for an algorithm that does not learn), for a learner playing ``seats``
+        (default: the population's). ``warm_start``: ``weights`` are another policy's,
+        which this new learner starts from (:meth:`~popmarl.algorithm.Algorithm.warm_start`)."""
         policy = self.make_policy(seed=seed)
         if weights is not None:
             policy.set_weights(weights)
             if warm_start:
                 self.algorithm.warm_start(policy, seed=seed)
-        return policy, self.algorithm.make_trainer(policy=policy, space=self.space, seed=seed)
+        if not self._takes_context:
+            return policy, self.algorithm.make_trainer(policy=policy, space=self.space, seed=seed)
+        context = self.trainer_context(tuple(seats) or self.space.agents)
+        return policy, self.algorithm.make_trainer(policy=policy, space=self.space, seed=seed, context=context)
+
+    def trainer_context(self, seats: tuple[str, ...]) -> TrainerContext:
+        """What a trainer of a learner playing ``seats`` learns from: those seats' spaces
+        (every seat's, for an algorithm that reads the joint view) and the state space."""
+        env = self.env
+        read = env.agents if self.algorithm.joint_view else seats
+        return TrainerContext(seats={a: (env.observation_space(a), env.action_space(a)) for a in read},
+                              own_seats=seats, state_space=env.state_space)
+
+    @functools.cached_property
+    def _takes_context(self) -> bool:
+        """Whether the algorithm's ``make_trainer`` accepts ``context`` (trainers written
+        before it existed do not, and are called as they were)."""
+        parameters = inspect.signature(self.algorithm.make_trainer).parameters.values()
+        return any(p.name == "context" or p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
 
     def best_response(self, opponents: MixedProfile, *, seed: int,
                       correlated: CorrelatedProfile | None = None) -> Policy | None:

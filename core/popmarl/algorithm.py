@@ -9,6 +9,7 @@ adds its fresh policy unchanged.
 from __future__ import annotations
 
 from abc import abstractmethod
+from collections.abc import Mapping
 from typing import ClassVar
 
 import attrs
@@ -16,6 +17,7 @@ import numpy as np
 
 from popmarl.component import Component
 from popmarl.env import CorrelatedProfile, Env, MixedProfile
+from popmarl.errors import ConfigError
 from popmarl.policy import Policy
 from popmarl.spaces import Space
 from popmarl.trainer import Trainer
@@ -45,6 +47,18 @@ class BestResponseProblem:
     correlated: CorrelatedProfile | None = None
 
 
+@attrs.frozen(kw_only=True)
+class TrainerContext:
+    """What a trainer learns from beyond its own population's spaces: the spaces of
+    every seat whose rows it may read (``seats``: seat -> (observation, action) space;
+    with the joint view, every seat of the env), the seats its learner plays
+    (``own_seats``), and the env's global state space (None: the env has none)."""
+
+    seats: Mapping[str, tuple[Space, Space]]
+    own_seats: tuple[str, ...]
+    state_space: Space | None = None
+
+
 class Algorithm(Component):
     """Policies and their improvement for one population.
 
@@ -64,11 +78,20 @@ class Algorithm(Component):
     ``answers_correlated``: whether :meth:`best_response` answers problems whose
     opponents are a ``correlated`` distribution over profiles (JPSRO's CE/CCE); an exact
     oracle that reads only ``opponents`` leaves it False and is refused with those solvers.
+
+    ``joint_view``: whether its trainer learns from the joint view
+    (:class:`~popmarl.trajectories.JointEpisodes`: every seat's rows of each game aligned
+    by step, the state, each seat's outcome: what a centralized critic or a mixer needs)
+    rather than its own decisions (:class:`~popmarl.records.EpisodeBatch`, the default).
+    ``needs_state``: whether it reads the env's global state; a run on an env without one
+    (:attr:`~popmarl.env.Env.state_space` None) is refused at config time.
     """
 
     on_policy: ClassVar[bool] = True
     opponent_epsilon: ClassVar[float] = 0.0
     answers_correlated: ClassVar[bool] = False
+    joint_view: ClassVar[bool] = False
+    needs_state: ClassVar[bool] = False
 
     def check(self, *, env: Env, space: PolicySpace) -> None:
         """Raise a :class:`~popmarl.errors.ConfigError` (one line naming the key to change)
@@ -91,8 +114,12 @@ class Algorithm(Component):
         """An exact oracle's answer; ``None`` (the default) means: train with a Trainer."""
         return None
 
-    def make_trainer(self, *, policy: Policy, space: PolicySpace, seed: int) -> Trainer | None:
-        """The trainer that improves ``policy``; ``None`` (the default): no training."""
+    def make_trainer(self, *, policy: Policy, space: PolicySpace, seed: int,
+                     context: TrainerContext | None = None) -> Trainer | None:
+        """The trainer that improves ``policy``; ``None`` (the default): no training.
+        ``context`` says what the trainer learns from beyond its own spaces (every seat's
+        spaces, the state's); an algorithm whose ``make_trainer`` takes no ``context``
+        keyword is called without it."""
         return None
 
     def warm_start(self, policy: Policy, *, seed: int) -> None:
@@ -112,3 +139,11 @@ def opponent_exploration(algorithm: Algorithm, env: Env) -> float:
     (:attr:`Algorithm.opponent_epsilon`), or none where chance takes part in play
     (:attr:`popmarl.env.Env.has_chance`)."""
     return 0.0 if env.has_chance else algorithm.opponent_epsilon
+
+
+def check_state(algorithm: Algorithm, env: Env, *, population: str, algorithm_name: str) -> None:
+    """Refuse (one line) an algorithm that reads the global state on an env without one."""
+    if algorithm.needs_state and env.state_space is None:
+        raise ConfigError(f"algorithm: {algorithm_name} (population {population}) reads the env's global state, "
+                          f"and env {type(env).__name__} has none; choose an algorithm that does not need it, "
+                          "or an env that declares a state_space")

@@ -57,7 +57,8 @@ class Learners:
         if init.kind in ("fresh", "from"):
             weights = policy_of(init.policy_id).get_weights() if init.policy_id is not None else None
             agent = self.agents[spec.population]
-            policy, trainer = agent.new_learner(seed=spec.seed, weights=weights, warm_start=init.kind == "from")
+            policy, trainer = agent.new_learner(seed=spec.seed, weights=weights, warm_start=init.kind == "from",
+                                                seats=spec.seats)
             fresh = self.held[spec.key] = Learner(key=spec.key, agent=agent, policy=policy, trainer=trainer,
                                                   seed=spec.seed)
             return fresh
@@ -65,7 +66,7 @@ class Learners:
             assert init.state is not None
             if init.state.key != spec.key:
                 raise LearnerError(f"learner {spec.key}: cannot restore the state of learner {init.state.key}")
-            rebuilt = self.rebuild(init.state)
+            rebuilt = self.rebuild(init.state, seats=spec.seats)
             if rebuilt.population != spec.population:
                 raise LearnerError(f"learner {spec.key}: of population {rebuilt.population}, not {spec.population}")
             self.held[spec.key] = rebuilt
@@ -79,13 +80,14 @@ class Learners:
             learner.policy.set_weights(policy_of(init.policy_id).get_weights())
         return learner
 
-    def rebuild(self, state: LearnerState) -> Learner:
-        """A learner exactly as ``state`` was taken (not held until :meth:`prepare`)."""
+    def rebuild(self, state: LearnerState, *, seats: tuple[str, ...] = ()) -> Learner:
+        """A learner exactly as ``state`` was taken (not held until :meth:`prepare`),
+        playing ``seats`` (default: its population's)."""
         agent = self.agents.get(state.population)
         if agent is None:
             raise LearnerError(f"learner {state.key}: saved for population {state.population}, which this run "
                                f"does not have (populations: {', '.join(self.agents)})")
-        policy, trainer = agent.new_learner(seed=state.seed, weights=state.weights)
+        policy, trainer = agent.new_learner(seed=state.seed, weights=state.weights, seats=seats)
         if trainer is not None:
             trainer.load_state(state.trainer)
         return Learner(key=state.key, agent=agent, policy=policy, trainer=trainer, seed=state.seed)

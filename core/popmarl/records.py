@@ -420,6 +420,29 @@ class EpisodeBatch(Sequence[Episode]):
             final_masks=tuple(e.final_mask if e.truncated else None for e in kept),
         )
 
+    @classmethod
+    def join(cls, batches: Sequence[EpisodeBatch]) -> EpisodeBatch:
+        """Several batches as one, column by column (episodes in the batches' order)."""
+        kept = [b for b in batches if len(b)]
+        if len(kept) <= 1:
+            return kept[0] if kept else EMPTY_EPISODES
+        widths = {b.masks.shape[1] for b in kept if b.masks is not None}
+        width = widths.pop() if widths else 0
+        offsets = np.cumsum([0] + [b.decisions for b in kept[:-1]])
+        return cls(
+            agents=tuple(a for b in kept for a in b.agents),
+            starts=np.concatenate([[0], *[b.starts[1:] + at for b, at in zip(kept, offsets)]]).astype(np.int64),
+            obs=np.concatenate([b.obs for b in kept]),
+            actions=np.concatenate([b.actions for b in kept]),
+            rewards=np.concatenate([b.rewards for b in kept]),
+            masks=np.concatenate([np.ones((b.decisions, width), bool) if b.masks is None else b.masks
+                                  for b in kept]) if width else None,
+            returns=np.concatenate([b.returns for b in kept]),
+            truncated=np.concatenate([b.truncated for b in kept]),
+            final_obs=tuple(f for b in kept for f in b.final_obs),
+            final_masks=tuple(f for b in kept for f in b.final_masks),
+        )
+
     def __len__(self) -> int:
         return len(self.agents)
 

@@ -16,10 +16,12 @@ import attrs
 
 import numpy as np
 
-from popmarl.env import Env, Step
+from popmarl.env import Env, Step, VectorEnv
+from popmarl.joint_recording import Cut, JointRecorder
 from popmarl.policy import Policy, masked_uniform, sample_rows
 from popmarl.records import EMPTY_EPISODES, EpisodeBatch, JointOpponents, Observations, Opponents, Weights
 from popmarl.spaces import Box, Space
+from popmarl.trajectories import JointEpisodes
 
 #: Called when a game slot is free, with the env steps taken so far: the policy of
 #: each agent for that slot's next episode and a tag reported back with its returns,
@@ -28,8 +30,6 @@ Sampler = Callable[[int], "tuple[Mapping[str, Policy], Any] | None"]
 #: Draws one episode's profile (a policy per agent) with the generator it is given.
 ProfileDraw = Callable[[np.random.Generator], Mapping[str, Policy]]
 IDLE = -1
-#: An agent's observation (and legal-action mask) when its episode was cut off.
-Cut = tuple[np.ndarray, "np.ndarray | None"]
 
 
 @attrs.frozen(kw_only=True)
@@ -40,7 +40,7 @@ class Rollouts:
     tags: list[Any]
     returns: np.ndarray
     truncated: np.ndarray
-    episodes: list[EpisodeBatch]
+    episodes: list[EpisodeBatch | JointEpisodes]
     env_steps: int
 
 
@@ -209,11 +209,14 @@ class OpponentCopy(Policy):
 @attrs.frozen(kw_only=True)
 class Seating:
     """A learner in play: its policy and the seats it plays (``one_seat``: one of them
-    per episode, drawn uniformly; otherwise all of them)."""
+    per episode, drawn uniformly; otherwise all of them); ``name`` (its key) is what a
+    joint view calls it, and ``joint`` whether it learns from the joint view."""
 
     policy: Policy
     seats: tuple[str, ...]
     one_seat: bool = False
+    name: str = "learner"
+    joint: bool = False
 
 
 class OpponentDraw:
@@ -224,6 +227,8 @@ class OpponentDraw:
                  joint: tuple[tuple[str, ...], Sequence[Sequence[Policy]], np.ndarray] | None = None) -> None:
         self.seats = seats
         self.joint = joint
+        #: What a joint view calls each policy (by ``id``): its policy id, where known.
+        self.names: dict[int, str] = {}
         # Cumulative probabilities: one uniform draw and a binary search per choice.
         self._cdf = {agent: _cdf(mixture) for agent, (_, mixture) in seats.items()}
         self._joint_cdf = None if joint is None else _cdf(joint[2])
@@ -233,18 +238,27 @@ class OpponentDraw:
            policy_of: Callable[[str], Policy]) -> OpponentDraw:
         """Per-seat mixtures and a joint distribution of policy ids, as live policies
         (``policy_of``) ready to draw from (their supports only)."""
+        names: dict[int, str] = {}
+
+        def live(pid: str) -> Policy:
+            policy = policy_of(pid)
+            names[id(policy)] = pid
+            return policy
+
         seats = {}
         for seat in mixtures:
             support = seat.support()
             probs = np.asarray([p for _, p in support], dtype=float)
-            seats[seat.agent] = ([policy_of(pid) for pid, _ in support], probs / probs.sum())
+            seats[seat.agent] = ([live(pid) for pid, _ in support], probs / probs.sum())
         drawn_together = None
         if joint is not None:
             profiles = joint.support()
             probs = np.asarray([p for _, p in profiles], dtype=float)
-            drawn_together = (joint.agents, [[policy_of(pid) for pid in prof] for prof, _ in profiles],
+            drawn_together = (joint.agents, [[live(pid) for pid in prof] for prof, _ in profiles],
                               probs / probs.sum())
-        return cls(seats, drawn_together)
+        draw = cls(seats, drawn_together)
+        draw.names = names
+        return draw
 
     def draw(self, rng: np.random.Generator, agents: Sequence[str]) -> dict[str, Policy]:
         """A policy for each of ``agents`` (in order; the joint profile first, if any)."""
@@ -324,7 +338,9 @@ class RolloutWorker:
     ) -> Rollouts:
         """Play ``learners`` in their seats against opponents drawn once per episode
         (:class:`OpponentDraw`); ``episodes[k]`` of the result holds learner ``k``'s
-        finished episodes (one per seat it played, per episode in which it moved).
+        finished episodes (one per seat it played, per episode in which it moved), or,
+        for a learner whose seating asks for the ``joint`` view, its games
+        (:class:`~popmarl.trajectories.JointEpisodes`).
 
         With probability ``self_play`` an episode is self-play (one learner only): every
         seat but the learner's is played by a copy of its current policy that acts as an
@@ -355,16 +371,24 @@ class RolloutWorker:
                 profile.update(opponents.draw(rng, [a for a in self.agents if a not in profile]))
             return profile, None
 
+        names = {**opponents.names, **{id(copy): f"self-play:{s.name}" for copy, s in zip(copies, learners)},
+                 **{id(s.policy): s.name for s in learners}}
         return self.run(sample, seed=seed, explore=True, learners=[s.policy for s in learners],
-                        opponent_epsilon=opponent_epsilon)
+                        opponent_epsilon=opponent_epsilon, joint=[s.joint for s in learners], names=names)
 
     def run(
         self, sample: Sampler, *, seed: int, explore: bool, learners: Sequence[Policy] = (),
-        opponent_epsilon: float = 0.0,
+        opponent_epsilon: float = 0.0, joint: Sequence[bool] = (), names: Mapping[int, str] | None = None,
     ) -> Rollouts:
         """Play episodes until ``sample`` returns None for every free slot. Policies in
         ``learners`` act with ``explore`` and their trajectories are kept; the others'
-        decisions are uniformly random with probability ``opponent_epsilon``."""
+        decisions are uniformly random with probability ``opponent_epsilon``.
+
+        A learner with ``joint[k]`` set gets the joint view of its games
+        (:class:`~popmarl.trajectories.JointEpisodes`: every seat's rows, the state where
+        the env has one) instead of its own decisions; ``names`` (by ``id`` of a policy)
+        names the policies its rows say played each seat. Other seats' rows are recorded
+        only when some learner asks for the joint view."""
         # Streams independent of each other and of a caller's default_rng(seed) (explore
         # draws opponents from one): shared streams correlate opponents, actions and chance.
         act_seed, env_seed = (int(s.generate_state(1)[0]) for s in np.random.SeedSequence(seed).spawn(2))
@@ -390,6 +414,8 @@ class RolloutWorker:
             table.assign(slot, None if drawn is None else drawn[0])
             slot_tag[slot] = None if drawn is None else drawn[1]
 
+        joint_learners = [k for k, wants in enumerate(joint) if wants]
+        whole = self._joint_recorder(vec) if joint_learners else None
         step: Step = vec.reset()
         for slot in range(self.num_envs):
             refill(slot)
@@ -399,13 +425,20 @@ class RolloutWorker:
             while table.any_active():
                 learner_codes = {c for c, p in enumerate(table.policies) if id(p) in learner_of}
                 actions: dict[str, np.ndarray] = {}
+                if whole is not None:
+                    whole.begin(np.flatnonzero(table.busy), step.state)
                 for agent, (env_ids, batch) in step.decisions.items():
                     codes = table.code[agent][env_ids]
                     steps += int(np.count_nonzero(codes != IDLE))
-                    actions[agent] = self._act(table, codes, batch, explore, rng, learner_codes,
-                                               recorders.get(agent), env_ids, self.action_spaces[agent],
-                                               opponent_epsilon)
+                    space = self.action_spaces[agent]
+                    chosen = self._act(table, codes, batch, explore, rng, learner_codes, recorders.get(agent),
+                                       env_ids, space, opponent_epsilon)
+                    if whole is not None:
+                        whole.decide(agent, env_ids, batch, chosen)
+                    actions[agent] = _applied(chosen, space)
                 step = vec.step(actions)
+                if whole is not None:
+                    whole.reward(step.rewards)
                 for agent, rec in recorders.items():
                     column = step.rewards[:, agent_index[agent]]
                     rewarded = np.flatnonzero(column)
@@ -420,6 +453,8 @@ class RolloutWorker:
                 for row in np.flatnonzero(live):
                     slot = int(step.finished[row])
                     tags.append(slot_tag[slot])
+                    if whole is not None:
+                        self._file_joint(whole, table, slot, step, row, cuts, learner_of, joint_learners, names)
                     for agent, rec in recorders.items():
                         policy = table.policy_at(agent, slot)
                         k = learner_of.get(id(policy)) if policy is not None else None
@@ -436,9 +471,39 @@ class RolloutWorker:
         n_agents = len(self.agents)
         all_returns = np.concatenate(returns).astype(float) if returns else np.zeros((0, n_agents))
         all_truncated = np.concatenate(truncations).astype(bool) if truncations else np.zeros(0, bool)
+        episodes: list[EpisodeBatch | JointEpisodes] = [
+            whole.gather(k) if whole is not None and joint[k] else _gather(list(recorders.values()), k, order)
+            for k, order in enumerate(kept)]
         return Rollouts(tags=tags, returns=all_returns.reshape(len(tags), n_agents), truncated=all_truncated,
-                        episodes=[_gather(list(recorders.values()), k, order) for k, order in enumerate(kept)],
-                        env_steps=steps)
+                        episodes=episodes, env_steps=steps)
+
+    def _joint_recorder(self, vec: VectorEnv) -> JointRecorder:
+        """A recorder of every seat's rows (and the state, where the env has one: asked
+        of ``vec`` before its reset)."""
+        space = self.env.state_space
+        if space is not None and not vec.record_state():
+            raise ValueError(f"env {type(self.env).__name__} declares a state space, but its vector records "
+                             "no state (VectorEnv.record_state returned False)")
+        return JointRecorder(agents=self.agents, num_envs=self.num_envs,
+                             observation_spaces={a: self.env.observation_space(a) for a in self.agents},
+                             action_spaces=self.action_spaces, state_space=space)
+
+    def _file_joint(self, whole: JointRecorder, table: _Table, slot: int, step: Step, row: int,
+                    cuts: Mapping[tuple[str, int], Cut], learner_of: Mapping[int, int],
+                    joint_learners: Sequence[int], names: Mapping[int, str] | None) -> None:
+        """File the game that finished in ``slot`` (row ``row`` of ``step.finished``) for
+        the joint-view learners that played in it."""
+        seated = [table.policy_at(agent, slot) for agent in self.agents]
+        own = {}
+        for k in joint_learners:
+            seats = np.asarray([p is not None and learner_of.get(id(p)) == k for p in seated])
+            if seats.any():
+                own[k] = seats
+        truncated = bool(step.truncated[row])
+        whole.finish(slot, returns=step.returns[row], truncated=truncated,
+                     final_state=None if step.final_state is None else step.final_state[row],
+                     cuts={a: cut for (a, s), cut in cuts.items() if s == slot} if truncated else {},
+                     policies=[_name(p, names) for p in seated], own=own)
 
     def _act(
         self,
@@ -453,8 +518,9 @@ class RolloutWorker:
         space: Space,
         opponent_epsilon: float,
     ) -> np.ndarray:
-        """One batched ``act`` per distinct policy among the rows; idle games take any
-        legal action (their results are ignored)."""
+        """The rows' actions as chosen (a Box action before clipping: :func:`_applied`):
+        one batched ``act`` per distinct policy among the rows; idle games take any legal
+        action (their results are ignored)."""
         unique = np.unique(codes)
         groups: list[tuple[int, np.ndarray | None]]
         if len(unique) == 1:
@@ -474,12 +540,21 @@ class RolloutWorker:
                 elif not is_learner and opponent_epsilon > 0:
                     chosen = _perturb(chosen, sub, space, opponent_epsilon, rng)
             if rows is None:
-                return _applied(chosen, space)
+                return chosen
             if actions is None:
                 actions = np.zeros((len(codes), *chosen.shape[1:]), dtype=chosen.dtype)
             actions[rows] = chosen
         assert actions is not None
-        return _applied(actions, space)
+        return actions
+
+
+def _name(policy: Policy | None, names: Mapping[int, str] | None) -> str:
+    """The name a joint view gives ``policy`` (an unnamed one: its class)."""
+    if policy is None:
+        return ""
+    if names is not None and id(policy) in names:
+        return names[id(policy)]
+    return type(policy).__name__
 
 
 def _applied(actions: np.ndarray, space: Space) -> np.ndarray:

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from popmarl.algorithm import Algorithm, PolicySpace
+from popmarl.algorithm import Algorithm, PolicySpace, check_state
 from popmarl.backend import Backend, Components, RunSetup
 from popmarl.agent import AgentInterface
 from popmarl.config import ComponentConfig, RunConfig, dump, population_algorithms, to_dict
@@ -130,6 +130,7 @@ def run(config: RunConfig, out: str | None = None, *, resume: str | None = None,
         raise ConfigError("training.self_play: copies of a learner can play the other seats only when all populations share "
                           "observation and action spaces; set it to 0 for this env")
     for agent in agents.values():  # last: an exact oracle's check may enumerate the game
+        check_state(agent.algorithm, env, population=agent.population, algorithm_name=agent.algorithm_name)
         agent.algorithm.check(env=env, space=agent.space)
     hooks = Hooks(make_plugin_manager(trackers))  # a broken hook plugin stops the run here
     setup = run_setup(config, mapping=mapping, spaces=spaces, specs=specs, found=found)

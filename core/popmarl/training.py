@@ -1,94 +1,164 @@
-"""Where a train task runs in-process: its learners act, record and update here.
+"""The learner loop: a train task's learners update on what a feed plays, until the budget.
 
-:func:`run_task` starts the task's learners (:class:`~popmarl.learner.Learners`), then
-repeats: play ``episodes_per_update`` games with the learners' current policies against
-opponents drawn per episode (:meth:`~popmarl.rollout.RolloutWorker.explore`), and update
-each learner on the episodes it played; until the budget is spent. A learner whose
+:func:`run_task` is the one loop every backend runs. It starts the task's learners
+(:class:`~popmarl.learner.Learners`) and repeats: take the next round of episodes from a
+:class:`Feed`, update each learner on its own (its decisions, or the joint view: see
+:mod:`popmarl.trajectories`), publish the new weights to the feed; until the budget is
+spent (:mod:`popmarl.progress`). ``keep`` is scored on the same rounds
+(:mod:`popmarl.keep`). The feed is where the backends differ: :class:`LocalFeed` plays
+the round in-process with the learners' current policies
+(:meth:`~popmarl.rollout.RolloutWorker.explore`); the ray backend's feed takes what its
+rollout workers queued on the episode server (``popmarl_ray.feed``). A learner whose
 algorithm answers exactly is not started: its answer is computed instead, and no games
 are played (scenarios ask such questions with ``Backend.best_respond``:
-:mod:`popmarl.answering`). The local backend calls it directly (the ray backend too, in
-a learner actor, for co-learning tasks: see ``popmarl_ray``).
+:mod:`popmarl.answering`).
 """
 
 from __future__ import annotations
 
 import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping, Sequence
+
+import attrs
 import numpy as np
 
 from popmarl.answering import PolicyOf, exact_answer
 from popmarl.keep import KeptWeights
-from popmarl.learner import LearnerError, Learners
+from popmarl.learner import Learner, LearnerError, Learners
+from popmarl.policy import Policy
 from popmarl.progress import TrainingProgress
-from popmarl.records import FrozenPolicy, LearnerState, TrainResult, TrainTask, Weights
+from popmarl.records import EpisodeBatch, FrozenPolicy, LearnerSpec, LearnerState, TrainResult, TrainTask, Weights
 from popmarl.rollout import OpponentDraw, RolloutWorker, Seating
+from popmarl.trajectories import JointEpisodes
+
+#: A learner's episodes of one round: its decisions, or its games seen by every seat.
+Trajectories = EpisodeBatch | JointEpisodes
+#: The learners of a task that train by rollouts, with their specs, in task order.
+Group = Sequence[tuple[LearnerSpec, Learner]]
 
 
-def run_task(task: TrainTask, *, learners: Learners, rollout: RolloutWorker, policy_of: PolicyOf) -> TrainResult:
-    """Run ``task``: train its learners for its budget; return what it asks for. A
-    learner whose algorithm answers exactly is not started: its answer is its snapshot
+@attrs.frozen(kw_only=True)
+class Fed:
+    """One round from a feed: per learner key, its trajectories and the weights version
+    each part was played with; the sum of every seat's return of each game finished this
+    round (``team_returns``); the task's running totals of env steps and games played;
+    and ``exhausted`` once nothing more will come (the learners stop)."""
+
+    trajectories: Mapping[str, Sequence[tuple[int, Trajectories]]]
+    team_returns: Sequence[float]
+    env_steps: int
+    episodes: int
+    exhausted: bool = False
+
+
+class Feed(ABC):
+    """Where a learner group's episodes come from, and where its weights go."""
+
+    @abstractmethod
+    def publish(self, key: str, policy: Policy) -> tuple[int, Weights | None]:
+        """``policy``'s weights are learner ``key``'s next version, from now on played by
+        the feed; returns that version and the weights when the feed read them (else None)."""
+
+    @abstractmethod
+    def next(self) -> Fed:
+        """The next round of episodes (a feed may raise to end the task: a stall)."""
+
+    def oldest(self, key: str, version: int) -> int:
+        """The oldest version of learner ``key`` whose episodes may still arrive once
+        ``version`` is published."""
+        return version
+
+    def metrics(self) -> dict[str, float]:
+        """The feed's own metrics of the task (e.g. episodes dropped as stale)."""
+        return {}
+
+    def close(self) -> None:
+        """The task is over (also when it failed)."""
+
+
+#: Makes the feed of a task's training learners.
+FeedFactory = Callable[[TrainTask, Group, PolicyOf], Feed]
+
+
+class LocalFeed(Feed):
+    """Rounds played here: ``episodes_per_update`` games (at most what the budget has
+    left) with the learners' current policies against opponents drawn per game; every
+    part of a round is played with the newest version."""
+
+    def __init__(self, rollout: RolloutWorker, task: TrainTask, group: Group, policy_of: PolicyOf) -> None:
+        self.rollout = rollout
+        self.task = task
+        self.seatings = [Seating(policy=learner.policy, seats=spec.seats, one_seat=spec.one_seat, name=spec.key,
+                                 joint=learner.agent.algorithm.joint_view) for spec, learner in group]
+        self.keys = [spec.key for spec, _ in group]
+        self.draw = OpponentDraw.of(task.opponents, task.joint, policy_of)
+        self.versions = dict.fromkeys(self.keys, 0)
+        self.rounds = self.env_steps = self.episodes = 0
+
+    def publish(self, key: str, policy: Policy) -> tuple[int, Weights | None]:
+        self.versions[key] += 1
+        return self.versions[key], None
+
+    def next(self) -> Fed:
+        budget = self.task.budget
+        chunk = budget.episodes_per_update
+        if budget.max_episodes is not None:
+            chunk = min(chunk, budget.max_episodes - self.episodes)
+        self.rounds += 1
+        played = self.rollout.explore(
+            learners=self.seatings, opponents=self.draw, max_episodes=chunk,
+            max_steps=None if budget.max_env_steps is None else budget.max_env_steps - self.env_steps,
+            seed=self.task.seed + 7919 * self.rounds, self_play=budget.self_play,
+            opponent_epsilon=budget.opponent_epsilon)
+        self.env_steps += played.env_steps
+        self.episodes += len(played.tags)
+        return Fed(trajectories={key: [(self.versions[key], data)] for key, data in zip(self.keys, played.episodes)},
+                   team_returns=played.returns.sum(axis=1).tolist(), env_steps=self.env_steps,
+                   episodes=self.episodes, exhausted=not played.tags)
+
+
+def local_feed(rollout: RolloutWorker) -> FeedFactory:
+    """Tasks fed by ``rollout`` in this process."""
+    return lambda task, group, policy_of: LocalFeed(rollout, task, group, policy_of)
+
+
+def run_task(task: TrainTask, *, learners: Learners, policy_of: PolicyOf, rollout: RolloutWorker | None = None,
+             feed: FeedFactory | None = None) -> TrainResult:
+    """Run ``task``: train its learners on what ``feed`` plays (default: ``rollout``, in
+    this process) for its budget; return what it asks for. A learner whose algorithm
+    answers exactly is not started: its answer is its snapshot
     (:func:`~popmarl.answering.exact_answer`)."""
+    if feed is None:
+        if rollout is None:
+            raise ValueError("run_task: give a rollout worker or a feed")
+        feed = local_feed(rollout)
     start = time.monotonic()
     answered = _exact_answers(task, learners, policy_of)
     prepared = {spec.key: learners.prepare(spec, policy_of) for spec in task.learners if spec.key not in answered}
-    training = [(spec, prepared[spec.key]) for spec in task.learners
-                if spec.key in prepared and prepared[spec.key].trainer is not None]
-    kept = {spec.key: KeptWeights(task.budget) for spec, _ in training}
-    progress = TrainingProgress(task.budget, [spec.key for spec, _ in training])
+    group = [(spec, prepared[spec.key]) for spec in task.learners
+             if spec.key in prepared and prepared[spec.key].trainer is not None]
     learner_metrics: dict[str, dict[str, float]] = {spec.key: {} for spec in task.learners}
-    env_steps = episodes = rounds = 0
-    updates = dict.fromkeys(kept, 0)
+    final: dict[str, Weights] = {}
+    feed_metrics: dict[str, float] = {}
     team_returns: list[float] = []
-    if training:
-        draw = OpponentDraw.of(task.opponents, task.joint, policy_of)
-        budget = task.budget
-        version = 1
-        for spec, learner in training:
-            if kept[spec.key].best:
-                kept[spec.key].published(version, learner.policy.get_weights())
-        while True:
-            chunk = budget.episodes_per_update
-            if budget.max_episodes is not None:
-                chunk = min(chunk, budget.max_episodes - episodes)
-            played = rollout.explore(
-                learners=[Seating(policy=learner.policy, seats=spec.seats, one_seat=spec.one_seat)
-                          for spec, learner in training],
-                opponents=draw, max_episodes=chunk,
-                max_steps=None if budget.max_env_steps is None else budget.max_env_steps - env_steps,
-                seed=task.seed + 7919 * (rounds + 1), self_play=budget.self_play,
-                opponent_epsilon=budget.opponent_epsilon)
-            env_steps += played.env_steps
-            episodes += len(played.tags)
-            team_returns.extend(played.returns.sum(axis=1).tolist())
-            for (spec, learner), trajectories in zip(training, played.episodes):
-                returns = trajectories.returns.tolist()
-                progress.played(spec.key, returns)
-                kept[spec.key].played(version, returns)
-                if trajectories:
-                    assert learner.trainer is not None
-                    update = learner.trainer.update(trajectories)
-                    learner_metrics[spec.key].update({k: float(v) for k, v in update.items()})
-                    updates[spec.key] += 1
-            rounds += 1
-            progress.round_done()
-            version += 1
-            for spec, learner in training:
-                if kept[spec.key].best:
-                    kept[spec.key].published(version, learner.policy.get_weights())
-            elapsed = time.monotonic() - start
-            if not played.tags or progress.spent(env_steps, episodes, elapsed):
-                break
-    for spec, _ in training:
-        learner_metrics[spec.key].update({"updates": float(updates[spec.key]),
-                                          **progress.learners[spec.key].metrics(), **kept[spec.key].metrics()})
+    env_steps = episodes = 0
+    if group:
+        source = feed(task, group, policy_of)
+        try:
+            final, env_steps, episodes, team_returns = _train(task, group, source, learner_metrics, start)
+        finally:
+            source.close()
+        feed_metrics = source.metrics()
     policies = []
     for spec in task.learners:
         if spec.snapshot is None:
             continue
-        weights = answered[spec.key] if spec.key in answered else prepared[spec.key].policy.get_weights()
-        if spec.key in kept:
-            weights = kept[spec.key].final(weights)
+        weights = answered[spec.key] if spec.key in answered else final.get(spec.key)
+        if weights is None:
+            weights = prepared[spec.key].policy.get_weights()
         policies.append(FrozenPolicy(spec=spec.snapshot, weights=weights))
-    metrics = {"train_time_s": time.monotonic() - start}
+    metrics = {"train_time_s": time.monotonic() - start, **feed_metrics}
     if team_returns:
         metrics["train_mean_team_return"] = float(np.mean(team_returns))
     states = {}
@@ -98,6 +168,72 @@ def run_task(task: TrainTask, *, learners: Learners, rollout: RolloutWorker, pol
                   for spec in task.learners}
     return TrainResult(policies=tuple(policies), states=states, learner_metrics=learner_metrics, metrics=metrics,
                        env_steps=env_steps, episodes=episodes)
+
+
+def _train(task: TrainTask, group: Group, feed: Feed, learner_metrics: dict[str, dict[str, float]],
+           start: float) -> tuple[dict[str, Weights], int, int, list[float]]:
+    """The loop over ``feed``'s rounds; returns each learner's final weights (``keep``
+    applied), the env steps and games played, and the games' team returns."""
+    budget = task.budget
+    keys = [spec.key for spec, _ in group]
+    kept = {key: KeptWeights(budget) for key in keys}
+    progress = TrainingProgress(budget, keys)
+    updates = dict.fromkeys(keys, 0)
+    team_returns: list[float] = []
+
+    def publish(key: str, learner: Learner) -> None:
+        version, weights = feed.publish(key, learner.policy)
+        if kept[key].best:
+            kept[key].published(version, weights if weights is not None else learner.policy.get_weights())
+        kept[key].forget_older(feed.oldest(key, version))
+
+    for spec, learner in group:
+        publish(spec.key, learner)
+    while True:
+        fed = feed.next()
+        team_returns.extend(fed.team_returns)
+        got = False
+        for spec, learner in group:
+            parts = fed.trajectories.get(spec.key, ())
+            for version, data in parts:
+                returns = _returns(data)
+                progress.played(spec.key, returns)
+                kept[spec.key].played(version, returns)
+            data = _joined([data for _, data in parts])
+            if data is not None and len(data):
+                got = True
+                assert learner.trainer is not None
+                update = learner.trainer.update(data)  # type: ignore[arg-type]  # a joint view for joint learners
+                learner_metrics[spec.key].update({k: float(v) for k, v in update.items()})
+                updates[spec.key] += 1
+                publish(spec.key, learner)
+        if got:
+            progress.round_done()
+        if fed.exhausted or progress.spent(fed.env_steps, fed.episodes, time.monotonic() - start):
+            break
+    for spec, _ in group:
+        learner_metrics[spec.key].update({"updates": float(updates[spec.key]),
+                                          **progress.learners[spec.key].metrics(), **kept[spec.key].metrics()})
+    final = {spec.key: kept[spec.key].final(learner.policy.get_weights()) for spec, learner in group}
+    return final, fed.env_steps, fed.episodes, team_returns
+
+
+def _returns(data: Trajectories) -> list[float]:
+    """The learner's returns in ``data``: one per episode of a seat it played."""
+    if isinstance(data, JointEpisodes):
+        return data.own_returns().tolist()
+    return data.returns.tolist()  # type: ignore[no-any-return]
+
+
+def _joined(parts: Sequence[Trajectories]) -> Trajectories | None:
+    """The parts of one round as one batch (None: no part)."""
+    if not parts:
+        return None
+    if len(parts) == 1:
+        return parts[0]
+    if isinstance(parts[0], JointEpisodes):
+        return JointEpisodes.join([p for p in parts if isinstance(p, JointEpisodes)])
+    return EpisodeBatch.join([p for p in parts if isinstance(p, EpisodeBatch)])
 
 
 def _exact_answers(task: TrainTask, learners: Learners, policy_of: PolicyOf) -> dict[str, Weights]:

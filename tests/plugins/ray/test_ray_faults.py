@@ -217,9 +217,10 @@ def test_train_returns_once_the_servers_dropped_its_attempts(tmp_path: Path, mon
 
 def test_marl_learner_rebuilt_from_its_last_state_when_its_actor_dies(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
-    """``marl`` co-trains both learners in player_0's learner actor, carried on between
-    iterations; killing that actor between iterations 1 and 2 replaces it, the learners
-    are rebuilt from the states iteration 1 returned, and the run says so."""
+    """``marl`` co-trains both learners in player_0's learner actor (one task: fed by the
+    rollout worker), carried on between iterations; killing that actor between
+    iterations 1 and 2 replaces it, the learners are rebuilt from the states iteration 1
+    returned, and the run says so."""
     with_bandit(monkeypatch)
     killed: list[int] = []
 
@@ -241,13 +242,14 @@ def test_marl_learner_rebuilt_from_its_last_state_when_its_actor_dies(
         assert (f"ray backend: learner actor for player_0 died and was replaced; learner {key} rebuilt from its "
                 "last checkpointed state") in caplog.text
     assert caplog.text.count("rebuilt from its last checkpointed state") == 2  # once, at the replacement
-    # Rebuilt exactly: the run is the one the local backend makes, uninterrupted.
-    local = run({**config, "backend": "local"}, tmp_path / "local")
-    assert summary["env_steps"] == local["env_steps"]
-    stored = tmp_path / "local" / "checkpoints" / "policies"
-    policies = sorted(p.relative_to(stored) for p in stored.rglob("*.npz"))
-    assert len(policies) == 8  # initial and 3 iterations of each population
-    for name in policies:
-        with np.load(tmp_path / "run" / "checkpoints" / "policies" / name) as got, np.load(stored / name) as want:
-            for k in want.files:
-                np.testing.assert_array_equal(got[k], want[k])
+    # Rebuilt from its state, not anew: a bandit's weights count the games it learned
+    # from, and each iteration's snapshot carries on from the one before (a learner
+    # started afresh after the kill would count about as many as in iteration 1).
+    stored = tmp_path / "run" / "checkpoints" / "policies"
+    for population in ("player_0", "player_1"):
+        counts = []
+        for iteration in (1, 2, 3):
+            (path,) = stored.glob(f"{population}/*{iteration}.npz")
+            with np.load(path) as weights:
+                counts.append(float(weights["n"].sum()))
+        assert counts[1] > 1.5 * counts[0] and counts[2] > counts[1] + 0.5 * counts[0], counts

@@ -21,9 +21,10 @@ from popmarl.agent import AgentInterface
 from popmarl.algorithm import PolicySpace
 from popmarl.learner import Learners
 from popmarl.payoffs import PayoffTable
-from popmarl.records import Episode, LearnerSpec, PolicySpec, TrainBudget, TrainTask
+from popmarl.records import Episode, EpisodeBatch, LearnerSpec, PolicySpec, TrainBudget, TrainTask
 from popmarl.trainer import Trainer
-from popmarl_ray.learner import AsyncTraining
+from popmarl.training import run_task
+from popmarl_ray.feed import RayFeed, stream_of
 from popmarl_ray.servers import EpisodeServerActor, ParameterServerActor
 from ray_helpers import installed, ray_backend, run
 
@@ -80,8 +81,8 @@ class _RecordingTrainer(Trainer):
     def update(self, episodes: Sequence[Episode]) -> Mapping[str, float]:
         version = int(ray.get(self.params.version.remote(self.key)))
         self.seen.append((version, {int(e.episode_return) for e in episodes}))
-        ray.get(self.data.put.remote(self.key, version, _episodes(version, 3), 3))
-        ray.get(self.data.put.remote(self.key, version + 1, _episodes(version + 1, 4), 4))
+        ray.get(self.data.put.remote(self.key, version, EpisodeBatch.of(_episodes(version, 3)), 3, 3))
+        ray.get(self.data.put.remote(self.key, version + 1, EpisodeBatch.of(_episodes(version + 1, 4)), 4, 4))
         return {}
 
     def state(self) -> Mapping[str, bytes]:
@@ -106,19 +107,23 @@ def test_on_policy_learner_updates_only_on_episodes_of_its_current_version(on_po
     space = PolicySpace(population="player_0", agents=("player_0",), observation_space=env.observation_space("player_0"),
                         action_space=env.action_space("player_0"))
     params, data = ray.remote(ParameterServerActor).remote(), ray.remote(EpisodeServerActor).remote()
-    key = f"player_0/1#{on_policy}"
+    attempt = f"player_0/1#{on_policy}"
+    key = stream_of(attempt, "player_0")
     algorithm = type("Recording", (_Recording,), {"on_policy": on_policy})()
     algorithm.trainer = _RecordingTrainer(params, data, key)
     learners = Learners({"player_0": AgentInterface(space=space, algorithm=algorithm, env=env)})
     spec = LearnerSpec(key="player_0", population="player_0", seats=("player_0",), seed=0,
                        snapshot=PolicySpec(policy_id="player_0/1", population="player_0", algorithm="recording",
                                            iteration=1))
-    learner = learners.prepare(spec, {}.__getitem__)
     ray.get(data.open.remote(key))  # the workers' first batch, played with version 1
-    ray.get(data.put.remote(key, 1, _episodes(1, 4), 4))
+    ray.get(data.put.remote(key, 1, EpisodeBatch.of(_episodes(1, 4)), 4, 4))
     task = TrainTask(learners=(spec,), seed=0, budget=TrainBudget(max_episodes=4 + 2 * 7, episodes_per_update=4),
                      return_state=True)
-    result = AsyncTraining(params=params, data=data, max_staleness=2).train(task, learner, key)
+
+    def feed(task: TrainTask, group: Any, policy_of: Any) -> RayFeed:
+        return RayFeed(params=params, data=data, attempt=attempt, task=task, group=group, max_staleness=2)
+
+    result = run_task(task, learners=learners, policy_of={}.__getitem__, feed=feed)
     metrics = result.learner_metrics["player_0"]
     assert metrics["updates"] == 3 and result.episodes == 18  # the totals at the third take
     assert [p.spec.policy_id for p in result.policies] == ["player_0/1"]

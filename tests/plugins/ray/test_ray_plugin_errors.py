@@ -27,7 +27,7 @@ import popmarl.cli
 from popmarl.errors import ConfigError, PopmarlError, UserError
 from popmarl_ray import faults
 from popmarl_ray.faults import LateError, is_ray_failure
-from popmarl_ray.learner import AttemptClosedError, StalledError
+from popmarl_ray.feed import AttemptClosedError, StalledError
 from ray_helpers import (
     MATRIX_EXACT,
     Bandit,

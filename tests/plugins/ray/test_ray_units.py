@@ -12,12 +12,12 @@ import pytest
 from ray.exceptions import ActorDiedError, RayTaskError
 
 from popmarl.errors import ConfigError
-from popmarl.records import Episode, EvalTask, LearnerInit, LearnerSpec, LearnerState, TrainResult, TrainTask
+from popmarl.records import Episode, EpisodeBatch, EvalTask, LearnerInit, LearnerSpec, LearnerState, TrainResult, TrainTask
 from popmarl_ray import RayConfig
 from popmarl_ray.faults import RayBackendError, Retries, actor_died, first_line
 from popmarl_ray.placement import Placement
 from popmarl_ray.scheduling import derive_seed, split
-from popmarl_ray.servers import EpisodeServerActor, ParameterServerActor
+from popmarl_ray.servers import Batch, EpisodeServerActor, ParameterServerActor
 
 
 def _tasks(n: int) -> list[EvalTask]:
@@ -51,26 +51,55 @@ def _episode(ret: float) -> Episode:
                    terminated=True, truncated=False, episode_return=ret)
 
 
+def _games(ret: float, n: int) -> EpisodeBatch:
+    """``n`` one-decision games with return ``ret``, as a worker puts them."""
+    return EpisodeBatch.of([_episode(ret)] * n)
+
+
+def _returns(batch: Batch) -> list[float]:
+    return [float(r) for _, part in batch.parts for r in part.returns]
+
+
 def test_episode_server_drops_stale_episodes_and_refuses_closed_keys() -> None:
     async def scenario() -> None:
         server = EpisodeServerActor(capacity=5)
-        assert not await server.put("k", 1, [_episode(0.0)], 3)  # not open yet
+        assert not await server.put("k", 1, _games(0.0, 1), 1, 3)  # not open yet
         await server.open("k")
         assert await server.wait_open("k", 0.01) == "open"
-        assert await server.put("k", 1, [_episode(1.0), _episode(1.0)], 4)
-        assert await server.put("k", 3, [_episode(3.0)], 2)
+        assert await server.put("k", 1, _games(1.0, 2), 2, 4, team_returns=(0.5, 0.5))
+        assert await server.put("k", 3, _games(3.0, 1), 1, 2, team_returns=(1.5,))
         batch = await server.take("k", min_items=1, min_version=2, timeout_s=0.01)  # version 1 is too old
-        assert [e.episode_return for e in batch.episodes] == [3.0]
+        assert _returns(batch) == [3.0] and batch.team_returns == (1.5,)
         assert (batch.env_steps, batch.played, batch.dropped) == (6, 3, 2)
         waiter = asyncio.ensure_future(server.take("k", min_items=2, min_version=3, timeout_s=5))
         await asyncio.sleep(0.01)
-        await server.put("k", 3, [_episode(4.0)] * 7, 7)  # wakes the waiting learner; 2 over capacity
-        batch = await waiter
-        assert len(batch.episodes) == 5 and batch.dropped == 4
+        await server.put("k", 3, _games(4.0, 2), 2, 2)  # wakes the waiting learner
+        assert _returns(await waiter) == [4.0, 4.0]
+        for ret in (5.0, 6.0, 7.0):  # 9 games for room for 5: the oldest whole batches go
+            await server.put("k", 3, _games(ret, 3), 3, 3)
+        batch = await server.take("k", min_items=1, min_version=3, timeout_s=0.01)
+        assert _returns(batch) == [7.0] * 3 and batch.dropped == 2 + 6
         await server.close("k")
-        assert not await server.put("k", 4, [_episode(0.0)], 1)
+        assert not await server.put("k", 4, _games(0.0, 1), 1, 1)
         assert await server.wait_open("k", 0.01) == "closed"
         assert await server.wait_open("never", 0.01) == "new"
+
+    asyncio.run(scenario())
+
+
+def test_episode_server_puts_one_batch_per_learner_of_a_task() -> None:
+    async def scenario() -> None:
+        server = EpisodeServerActor()
+        for key in ("t/a", "t/b"):
+            await server.open(key)
+        assert await server.put_many([("t/a", 1, _games(1.0, 2)), ("t/b", 4, _games(-1.0, 2))], 2, 6)
+        a = await server.take("t/a", min_items=2, min_version=0, timeout_s=0.01)
+        b = await server.take("t/b", min_items=2, min_version=0, timeout_s=0.01)
+        assert (_returns(a), _returns(b)) == ([1.0, 1.0], [-1.0, -1.0])
+        assert [v for v, _ in a.parts] == [1] and [v for v, _ in b.parts] == [4]
+        assert (a.played, a.env_steps) == (b.played, b.env_steps) == (2, 6)
+        await server.close("t/b")
+        assert not await server.put_many([("t/a", 1, _games(1.0, 1)), ("t/b", 4, _games(1.0, 1))], 1, 1)
 
     asyncio.run(scenario())
 
@@ -84,17 +113,17 @@ def test_episode_server_drops_the_streams_of_ended_attempts() -> None:
             await asyncio.sleep(0)
             await server.open(key)
             assert await waiter == "open"
-            assert await server.put(key, 1, [_episode(1.0)] * 3, 3)
+            assert await server.put(key, 1, _games(1.0, 3), 3, 3)
             batch = await server.take(key, min_items=1, min_version=1, timeout_s=0.01)
-            assert len(batch.episodes) == 3 and not batch.closed
+            assert _returns(batch) == [1.0] * 3 and not batch.closed
             await server.close(key)
         assert await server.size() == 0  # nothing kept of 50 ended attempts
         assert await server.wait_open("p#0", 0.01) == "closed"  # still refused when late
-        assert not await server.put("p#0", 2, [_episode(1.0)], 1) and await server.size() == 0
+        assert not await server.put("p#0", 2, _games(1.0, 1), 1, 1) and await server.size() == 0
         await server.open("p#0")
         assert (await server.take("p#0", min_items=1, min_version=0, timeout_s=0.01)).closed
         assert await server.wait_open("never", 0.01) == "new" and await server.size() == 0  # a wait leaves nothing
-        assert not await server.put("never", 1, [_episode(1.0)], 1) and await server.size() == 0
+        assert not await server.put("never", 1, _games(1.0, 1), 1, 1) and await server.size() == 0
         await server.open("k")
         waiter = asyncio.ensure_future(server.take("k", min_items=1, min_version=0, timeout_s=5))
         await asyncio.sleep(0.01)
@@ -172,3 +201,23 @@ def test_placement_keeps_each_learner_in_one_actor_and_restores_it_after_a_repla
     with pytest.raises(RayBackendError, match=r"co-trains learners held by different learner actors \(a by that of "
                                               r"player_1, d by that of player_0\)"):
         placement.slot(TrainTask(learners=(_learner("a", "player_1"), _learner("d", "player_0")), seed=0))
+
+
+def test_placement_spreads_new_keys_of_one_population_over_the_least_busy_actors() -> None:
+    """Per key, not per population: a call's tasks go to the actor with the fewest of them,
+    the learner's own population's actor first on a tie, then the one holding fewest keys."""
+    placement = Placement(("player_0", "player_1", "learner2"))
+    running = [0, 0, 0]
+    slots = []
+    for key in ("main", "exploiter", "league_exploiter", "main2"):
+        slot = placement.slot(TrainTask(learners=(_learner(key, "player_0"),), seed=0), running)
+        running[slot] += 1
+        slots.append(slot)
+    assert slots == [0, 1, 2, 0]
+    for key, slot in zip(("main", "exploiter", "league_exploiter"), slots):
+        placement.done(TrainTask(learners=(_learner(key, "player_0"),), seed=0), slot, 0, TrainResult())
+    held_twice = TrainTask(learners=(_learner("exploiter", "player_0", LearnerInit(kind="continue")),), seed=1)
+    assert placement.slot(held_twice, [5, 0, 0]) == 1  # a key stays where it lives, however busy
+    fresh = TrainTask(learners=(_learner("new", "player_1"),), seed=1)
+    assert placement.slot(fresh, [1, 1, 1]) == 1  # a tie: its population's actor
+    assert placement.slot(fresh, [0, 1, 0]) == 0  # else the least busy, then fewest keys held (0 and 2 hold one)

@@ -188,5 +188,23 @@ class SpielGame:
             return state.information_state_tensor(player)  # type: ignore[no-any-return]
         return state.observation_tensor(player)  # type: ignore[no-any-return]
 
+    @property
+    def state_size(self) -> int:
+        """The global state's length: every player's information-state tensor (else
+        observation tensor) concatenated (:meth:`state_tensor`)."""
+        shape = (self.game.information_state_tensor_shape() if self.type.provides_information_state_tensor
+                 else self.game.observation_tensor_shape())
+        return self.num_players * int(np.prod(shape, dtype=int))
+
+    def state_tensor(self, state: pyspiel.State) -> list[float]:
+        """The global state a centralized critic reads: every player's information-state
+        tensor concatenated (OpenSpiel's own all-players observation is partial: the pot
+        only in Kuhn, nothing in liar's dice), or every player's observation tensor where
+        the game has no information-state tensor."""
+        info = self.type.provides_information_state_tensor
+        tensors = [state.information_state_tensor(p) if info else state.observation_tensor(p)
+                   for p in range(self.num_players)]
+        return [x for tensor in tensors for x in tensor]
+
     def agent(self, player: int) -> str:
         return f"player_{player}"

@@ -116,6 +116,7 @@ class OpenSpielVector(VectorEnv):
         self._pending: list[tuple[np.ndarray, np.ndarray]] = []  # per player: (env ids, masks)
         self._cumulative = np.zeros((num_envs, self._n))
         self._no_rows = np.zeros(0, dtype=np.int64)
+        self._recording = False  # fill Step.state (record_state)
 
     # -- the VectorEnv protocol ---------------------------------------------------------
     def reset(self) -> Step:
@@ -126,6 +127,10 @@ class OpenSpielVector(VectorEnv):
 
     def stop_restarts(self) -> bool:
         self._restart = False
+        return True
+
+    def record_state(self) -> bool:
+        self._recording = True
         return True
 
     def step(self, actions: Mapping[str, np.ndarray]) -> Step:
@@ -185,6 +190,7 @@ class OpenSpielVector(VectorEnv):
         players = []
         finished: list[int] = []
         returns: list[list[float]] = []
+        ended: list[list[float]] = []  # the finished games' final states (when recording)
         rewards = np.zeros((self.num_envs, self._n))
         intermediate = self._intermediate
         for i, state in enumerate(states):
@@ -200,6 +206,8 @@ class OpenSpielVector(VectorEnv):
                     final = state.returns()
                     finished.append(i)
                     returns.append(final)
+                    if self._recording:
+                        ended.append(self.spiel.state_tensor(state))
                     if intermediate:
                         rewards[i] += np.subtract(final, self._cumulative[i])
                         self._cumulative[i] = 0.0
@@ -221,10 +229,21 @@ class OpenSpielVector(VectorEnv):
                 self._cumulative[i] = current
         if finished and not intermediate:
             np.add.at(rewards, finished, np.asarray(returns, dtype=float))
-        return self._batch(players, rewards, finished, returns)
+        return self._batch(players, rewards, finished, returns, ended)
+
+    def _global_states(self, ended: list[list[float]]) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """``Step.state`` and ``Step.final_state`` when recording (else None, None)."""
+        if not self._recording:
+            return None, None
+        size = self.spiel.state_size
+        now = np.zeros((self.num_envs, size), dtype=np.float32)
+        for i, state in enumerate(self._states):
+            if state is not None:
+                now[i] = self.spiel.state_tensor(state)
+        return now, np.asarray(ended, dtype=np.float32).reshape(len(ended), size)
 
     def _batch(self, players: list[int], rewards: np.ndarray, finished: list[int],
-               returns: list[list[float]]) -> Step:
+               returns: list[list[float]], ended: list[list[float]]) -> Step:
         n = self._n
         rows: list[list[int]] = [[] for _ in range(n)]
         for i, player in enumerate(players):
@@ -252,6 +271,7 @@ class OpenSpielVector(VectorEnv):
             decisions[agent] = (env_ids, Observations(obs=obs, mask=mask, keys=keys, agent=agent))
             pending.append((env_ids, mask))
         self._pending = pending
+        state, final_state = self._global_states(ended)
         return Step(decisions=decisions, rewards=rewards, finished=np.array(finished, dtype=np.int64),
                     returns=np.array(returns, dtype=float).reshape(len(finished), n),
-                    truncated=np.zeros(len(finished), dtype=bool))
+                    truncated=np.zeros(len(finished), dtype=bool), state=state, final_state=final_state)

@@ -32,9 +32,9 @@ from popmarl.records import Observations
 
 from popmarl_pettingzoo.spaces import ActionCodec, ObservationCodec
 
-#: Per finished copy: its index, returns, whether it was cut off, and the observation of
-#: each agent in play at the cut (one-row batches).
-Finished = list[tuple[int, np.ndarray, bool, dict[str, Observations]]]
+#: Per finished copy: its index, returns, whether it was cut off, the observation of each
+#: agent in play at the cut (one-row batches), and its state then (when states are recorded).
+Finished = list[tuple[int, np.ndarray, bool, dict[str, Observations], np.ndarray | None]]
 
 
 class _Vector(VectorEnv):
@@ -42,7 +42,8 @@ class _Vector(VectorEnv):
 
     def __init__(self, *, make: Callable[[], Any], agents: Sequence[str], observations: Mapping[str, ObservationCodec],
                  actions: Mapping[str, ActionCodec], num_envs: int, seed: int, max_steps: int | None,
-                 release: Callable[[list[Any]], None] | None = None) -> None:
+                 release: Callable[[list[Any]], None] | None = None,
+                 state_shape: tuple[int, ...] | None = None) -> None:
         self.num_envs = num_envs
         self.agents = tuple(agents)
         self.envs = [make() for _ in range(num_envs)]
@@ -60,6 +61,8 @@ class _Vector(VectorEnv):
         self._pending: dict[str, np.ndarray] = {}
         self._restarts = True
         self._stopped = [False] * num_envs  # finished and left finished (stop_restarts)
+        self._state_shape = state_shape
+        self._recording = False  # fill Step.state (record_state)
         self._none = np.zeros(0, dtype=np.int64)  # empty (read-only) results of a Step with no finished game
         self._no_returns = np.zeros((0, len(self.agents)))
         self._no_flags = np.zeros(0, dtype=bool)
@@ -75,6 +78,26 @@ class _Vector(VectorEnv):
     def stop_restarts(self) -> bool:
         self._restarts = False
         return True
+
+    def record_state(self) -> bool:
+        self._recording = self._state_shape is not None
+        return self._recording
+
+    def _state_of(self, i: int) -> np.ndarray:
+        """Copy ``i``'s global state (PettingZoo's ``state()``), as float32 of the declared shape."""
+        assert self._state_shape is not None
+        return np.asarray(self.envs[i].state(), dtype=np.float32).reshape(self._state_shape)
+
+    def _states(self) -> np.ndarray | None:
+        """Every copy's state now (zeros for a copy left finished), when recording."""
+        if not self._recording:
+            return None
+        assert self._state_shape is not None
+        states = np.zeros((self.num_envs, *self._state_shape), dtype=np.float32)
+        for i in range(self.num_envs):
+            if not self._stopped[i]:
+                states[i] = self._state_of(i)
+        return states
 
     def _end(self, i: int, finished: Finished) -> bool:
         """Report copy ``i``'s finished episode; restart it unless restarts are stopped
@@ -110,7 +133,8 @@ class _Vector(VectorEnv):
         self._final[i][agent] = codec.batch([raw], [info] if codec.mask_source == "info" else None)
 
     def _finish(self, i: int, finished: Finished) -> None:
-        finished.append((i, self._returns[i].copy(), self._truncated[i], self._final[i]))
+        finished.append((i, self._returns[i].copy(), self._truncated[i], self._final[i],
+                         self._state_of(i) if self._recording else None))
 
     def _zeros(self) -> np.ndarray:
         return np.zeros((self.num_envs, len(self.agents)))
@@ -139,9 +163,10 @@ class _Vector(VectorEnv):
             ids = np.array(copies, dtype=np.int64)
             decisions[agent] = (ids, codec.batch(self._observe(agent, copies), infos))
             self._pending[agent] = ids
+        states = self._states()
         if not finished:
             return Step(decisions=decisions, rewards=rewards, finished=self._none, returns=self._no_returns,
-                        truncated=self._no_flags)
+                        truncated=self._no_flags, state=states)
         return Step(
             decisions=decisions,
             rewards=rewards,
@@ -149,6 +174,8 @@ class _Vector(VectorEnv):
             returns=np.stack([f[1] for f in finished]),
             truncated=np.array([f[2] for f in finished], dtype=bool),
             final=_final_batches(finished),
+            state=states,
+            final_state=None if states is None else np.stack([f[4] for f in finished]),
         )
 
     @abstractmethod
@@ -338,7 +365,7 @@ class ParallelVector(_Vector):
 def _final_batches(finished: Finished) -> dict[str, tuple[np.ndarray, Observations]]:
     """The cut-off copies' final observations, one batch per agent (``Step.final``)."""
     rows: dict[str, tuple[list[int], list[Observations]]] = {}
-    for i, _, _, final in finished:
+    for i, _, _, final, _ in finished:
         for agent, batch in final.items():
             ids, batches = rows.setdefault(agent, ([], []))
             ids.append(i)

@@ -28,14 +28,15 @@ from popmarl.records import (
     BestResponseTask,
     EvalResult,
     EvalTask,
-    LearnerInit,
+    LearnerSpec,
     TrainResult,
     TrainTask,
     Weights,
 )
 from popmarl.registries import Registries
 from popmarl.rollout import OpponentDraw, Seating
-from popmarl_ray.learner import AsyncTraining
+from popmarl.training import Group, run_task
+from popmarl_ray.feed import RayFeed, stream_of
 
 #: Components registered in the driver without an entry point (``with_component``),
 #: shipped to the actors by value: ``{(kind, name): class}``.
@@ -128,35 +129,39 @@ class RolloutWorkerActor(_Actor):
         return [self.executor.best_respond(task) for task in tasks]
 
     def explore(self, key: str, task: TrainTask, episodes: int, seed: int) -> ExploreReport:
-        """Play ``episodes`` episodes of the one learner of training attempt ``key`` (with
+        """Play ``episodes`` games of every learner of training attempt ``key`` (each with
         the newest weights it has published, in its seats) against the task's opponents,
-        and queue them for the learner."""
-        acting = self._acting_policy(key, task)
-        if acting is None:
+        and queue each learner's share on its stream."""
+        acting = [self._acting_policy(stream_of(key, spec.key), spec, task) for spec in task.learners]
+        if any(a is None for a in acting):
             return ExploreReport(env_steps=0, episodes=0, version=0, accepted=False)
-        version, policy = acting
-        (spec,) = task.learners
+        agents = self.executor.agents
         played = self.executor.train_rollout.explore(
-            learners=[Seating(policy=policy, seats=spec.seats, one_seat=spec.one_seat)],
-            opponents=OpponentDraw.of(task.opponents, task.joint, self.executor.policy), max_episodes=episodes, max_steps=None, seed=seed,
-            self_play=task.budget.self_play, opponent_epsilon=task.budget.opponent_epsilon,
+            learners=[Seating(policy=policy, seats=spec.seats, one_seat=spec.one_seat, name=spec.key,
+                              joint=agents[spec.population].algorithm.joint_view)
+                      for spec, (_, policy) in zip(task.learners, acting) if policy is not None],
+            opponents=OpponentDraw.of(task.opponents, task.joint, self.executor.policy), max_episodes=episodes,
+            max_steps=None, seed=seed, self_play=task.budget.self_play,
+            opponent_epsilon=task.budget.opponent_epsilon,
         )
-        (trajectories,) = played.episodes
-        accepted = bool(ray.get(self.data.put.remote(key, version, trajectories, played.env_steps)))
-        return ExploreReport(env_steps=played.env_steps, episodes=len(played.tags), version=version,
+        items = [(stream_of(key, spec.key), version, trajectories)
+                 for spec, (version, _), trajectories in zip(task.learners, acting, played.episodes)]
+        accepted = bool(ray.get(self.data.put_many.remote(items, len(played.tags), played.env_steps,
+                                                          played.returns.sum(axis=1).tolist())))
+        return ExploreReport(env_steps=played.env_steps, episodes=len(played.tags), version=acting[0][0],
                              accepted=accepted)
 
-    def _acting_policy(self, key: str, task: TrainTask) -> tuple[int, Policy] | None:
+    def _acting_policy(self, stream: str, spec: LearnerSpec, task: TrainTask) -> tuple[int, Policy] | None:
         """The learner's newest weights, pulled only when newer than the copy held."""
-        have, policy = self._acting.get(key, (0, None))
-        pulled = ray.get(self.params.pull.remote(key, have))
+        have, policy = self._acting.get(stream, (0, None))
+        pulled = ray.get(self.params.pull.remote(stream, have))
         if pulled is not None:
             version, (ref,) = pulled
             if policy is None:
-                policy = self.executor.agents[task.learners[0].population].make_policy(seed=task.seed)
+                policy = self.executor.agents[spec.population].make_policy(seed=task.seed)
             policy.set_weights(writable(ray.get(ref)))
-            self._acting.pop(key, None)
-            self._acting[key] = (version, policy)
+            self._acting.pop(stream, None)
+            self._acting[stream] = (version, policy)
             while len(self._acting) > ACTING_CACHE:
                 self._acting.pop(next(iter(self._acting)))
             have = version
@@ -165,30 +170,29 @@ class RolloutWorkerActor(_Actor):
 
 class LearnerActor(_Actor):
     """The learners of the keys routed to it (held by key between tasks, in the core
-    :class:`~popmarl.learner.Learners` of its executor): a single learner that trains
-    learns asynchronously from the workers' episodes; an exact oracle, an algorithm that
-    does not train, or several learners co-learning run here (core ``run_task``)."""
+    :class:`~popmarl.learner.Learners` of its executor). Every train task runs the core
+    learner loop (:func:`~popmarl.training.run_task`) fed by the rollout workers
+    (:class:`~popmarl_ray.feed.RayFeed`); an exact oracle answers without a feed."""
 
     def __init__(self, setup: RunSetup, local: LocalComponents, num_cpus: float, params: Any, data: Any,
                  max_staleness: int) -> None:
         super().__init__(setup, local, num_cpus)
-        self.training = AsyncTraining(params=params, data=data, max_staleness=max_staleness)
+        self.params, self.data = params, data
+        self.max_staleness = max_staleness
 
     def use_servers(self, params: Any, data: Any) -> None:
         """Call these servers from now on (they replace dead ones)."""
-        self.training.params_actor, self.training.data_actor = params, data
+        self.params, self.data = params, data
 
     def train(self, task: TrainTask, key: str) -> TrainResult:
-        """Run ``task``; the episodes and weights of an asynchronous one go under ``key``."""
+        """Run ``task``; its learners' episodes and weights go under attempt ``key``."""
         executor = self.executor
-        if len(task.learners) > 1 or exact(executor.agents[task.learners[0].population].algorithm):
-            return executor.train(task)
-        (spec,) = task.learners
-        learner = executor.learners.prepare(spec, executor.policy)
-        if learner.trainer is None:  # nothing to train: core run_task answers (started already)
-            started = attrs.evolve(spec, init=LearnerInit(kind="continue"))
-            return executor.train(attrs.evolve(task, learners=(started,)))
-        return self.training.train(task, learner, key)
+
+        def feed(task: TrainTask, group: Group, policy_of: Any) -> RayFeed:
+            return RayFeed(params=self.params, data=self.data, attempt=key, task=task, group=group,
+                           max_staleness=self.max_staleness)
+
+        return run_task(task, learners=executor.learners, policy_of=executor.policy, feed=feed)
 
     def holds(self) -> list[str]:
         """The keys of the learners held here."""

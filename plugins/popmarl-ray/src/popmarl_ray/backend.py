@@ -3,9 +3,10 @@ server as Ray actors, created once per run and reused by every iteration.
 
 Frozen policies are put in the object store once and pushed to every actor (again to
 an actor that replaces a dead one). Evaluation is split over the workers in batches.
-Training: one learner actor per population holds the learners routed to it by key
-(:mod:`popmarl_ray.placement`); a single learner that trains is fed asynchronously by
-the workers, and a replaced learner actor's learners are rebuilt from their last state.
+Training: ``num_learners`` learner actors (one per population by default) hold the
+learners placed on them by key (:mod:`popmarl_ray.placement`); every task's learners are
+fed asynchronously by the workers (:mod:`popmarl_ray.feed`), and a replaced learner
+actor's learners are rebuilt from their last state.
 Exact best responses (``best_respond``) are spread over the rollout workers, one task
 per call; a train task whose learner's algorithm answers exactly runs in its learner
 actor, which answers without starting a learner (the driver waits on no episode stream).
@@ -79,6 +80,7 @@ class RayBackend(Backend):
         self._started_ray = False
         self.servers: Servers | None = None
         self.populations: tuple[str, ...] = ()
+        self.slots: tuple[str, ...] = ()  # the learner actors' names
         self.workers: ActorGroup | None = None
         self.learners: ActorGroup | None = None
         self._policies: dict[str, ray.ObjectRef] = {}
@@ -105,7 +107,9 @@ class RayBackend(Backend):
         if config.num_envs_per_worker is not None:
             setup = attrs.evolve(setup, num_envs=config.num_envs_per_worker, train_num_envs=config.num_envs_per_worker)
         self.populations = tuple(setup.mapping.populations)
-        self.placement = Placement(self.populations)
+        self.slots = (self.populations if config.num_learners is None
+                      else tuple(f"learner{k}" for k in range(config.num_learners)))
+        self.placement = Placement(self.slots)
         self._check_resources()
         unused = unused_gpus(config, setup)
         if unused:
@@ -128,7 +132,7 @@ class RayBackend(Backend):
 
         self.workers = ActorGroup(what="rollout worker", size=config.num_rollout_workers, make=worker,
                                   restore=self._restore, start_timeout_s=config.start_timeout_s)
-        self.learners = ActorGroup(what="learner", size=len(self.populations), make=learner, restore=self._restore,
+        self.learners = ActorGroup(what="learner", size=len(self.slots), make=learner, restore=self._restore,
                                    start_timeout_s=config.start_timeout_s)
         refs = [*servers.ready_refs(), *self.workers.ready_refs(), *self.learners.ready_refs()]
         try:
@@ -145,13 +149,13 @@ class RayBackend(Backend):
     def _needs(self) -> str:
         c = self.config
         text = (f"{c.num_rollout_workers} workers x {c.num_cpus_per_worker:g} CPU + "
-                f"{len(self.populations)} learners x {c.num_cpus_per_learner:g} CPU")
+                f"{len(self.slots)} learners x {c.num_cpus_per_learner:g} CPU")
         return text + (f", {c.num_gpus_per_learner:g} GPU each" if c.num_gpus_per_learner else "")
 
     def _check_resources(self) -> None:
         c = self.config
-        cpus = c.num_rollout_workers * c.num_cpus_per_worker + len(self.populations) * c.num_cpus_per_learner
-        gpus = len(self.populations) * c.num_gpus_per_learner
+        cpus = c.num_rollout_workers * c.num_cpus_per_worker + len(self.slots) * c.num_cpus_per_learner
+        gpus = len(self.slots) * c.num_gpus_per_learner
         total = ray.cluster_resources()
         hints = []
         if cpus > total.get("CPU", 0.0) + 1e-9:
@@ -246,14 +250,15 @@ class RayBackend(Backend):
         return pids
 
     def learner_pids(self) -> dict[str, int]:
-        """The process id of each population's learner actor."""
+        """The process id of each learner actor, by its name (its population's, with one
+        actor per population)."""
         _, learners = self._groups()
-        return dict(zip(self.populations, ray.get([h.pid.remote() for h in learners.handles])))
+        return dict(zip(self.slots, ray.get([h.pid.remote() for h in learners.handles])))
 
     def held_learners(self) -> dict[str, list[str]]:
-        """The keys of the learners each population's learner actor holds."""
+        """The keys of the learners each learner actor holds, by its name."""
         _, learners = self._groups()
-        return dict(zip(self.populations, ray.get([h.holds.remote() for h in learners.handles])))
+        return dict(zip(self.slots, ray.get([h.holds.remote() for h in learners.handles])))
 
     def server_pids(self) -> dict[str, int]:
         """The process id of the parameter server (``params``) and episode server (``data``)."""

@@ -27,8 +27,11 @@ class RayConfig:
     cluster. An already initialised Ray (a notebook, a test session) is reused either way.
     ``num_rollout_workers`` actors, each stepping ``num_envs_per_worker`` games (null: the
     run's ``evaluation.num_envs`` / ``training.num_envs``), play the rollouts and fill the
-    payoff table. One learner actor per population trains (or runs the exact oracle),
-    with ``num_cpus_per_learner`` CPUs and ``num_gpus_per_learner`` GPUs reserved: Ray
+    payoff table. ``num_learners`` learner actors (null: one per population) train (or
+    run the exact oracle); learners are placed on them per key, the least busy first, so
+    several learners of one population (a league's roles) train at the same time when
+    there are actors for them. Each has
+    ``num_cpus_per_learner`` CPUs and ``num_gpus_per_learner`` GPUs reserved: Ray
     makes the GPUs it assigns the only ones the actor sees (``CUDA_VISIBLE_DEVICES``), so
     a torch algorithm with ``device: auto`` (popmarl-tianshou's default) trains on its
     GPU there, while rollout workers act on the CPU. With ``device: cpu`` the reserved
@@ -48,6 +51,7 @@ class RayConfig:
     num_rollout_workers: int = attrs.field(default=2, validator=at_least_one)
     num_envs_per_worker: int | None = attrs.field(default=None, validator=optional(at_least_one))
     num_cpus_per_worker: float = attrs.field(default=1.0, validator=non_negative)
+    num_learners: int | None = attrs.field(default=None, validator=optional(at_least_one))
     num_cpus_per_learner: float = attrs.field(default=0.0, validator=non_negative)
     num_gpus_per_learner: float = attrs.field(default=0.0, validator=non_negative)
     max_staleness: int = attrs.field(default=2, validator=non_negative)

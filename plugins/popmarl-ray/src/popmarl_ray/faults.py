@@ -38,7 +38,7 @@ from ray.exceptions import (
 )
 
 from popmarl.errors import PopmarlError, UserError
-from popmarl_ray.learner import AttemptClosedError, StalledError
+from popmarl_ray.feed import AttemptClosedError, StalledError
 
 ActorHandle = Any
 log = logging.getLogger("popmarl_ray")

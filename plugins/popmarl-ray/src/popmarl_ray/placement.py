@@ -1,8 +1,11 @@
 """Where learners live: each learner key in one learner actor, for the whole run.
 
-A key is routed to the actor of its task's first learner's population the first time it
-is named, and to that actor ever after (its policy, trainer, optimiser and buffer stay
-there between tasks). The driver keeps the last :class:`~popmarl.records.LearnerState`
+Learners are placed per key, not per population: the first time a task names keys no
+actor holds, it goes to the learner actor with the fewest tasks of the current ``train``
+call (then the actor named after the learner's population, where there is one; then the
+one holding the fewest keys), so that learners of one population
+(a league's roles) train at the same time on different actors. A key stays on its actor
+ever after (its policy, trainer, optimiser and buffer stay there between tasks). The driver keeps the last :class:`~popmarl.records.LearnerState`
 each task returned (``return_state``), so that a learner whose actor died and was
 replaced is rebuilt from it: the next ``continue`` of its key becomes a ``restore``.
 """
@@ -19,7 +22,8 @@ from popmarl_ray.faults import RayBackendError, log
 
 class Placement:
     """The learner actor slot of each key, the generation of that actor that last ran
-    it, and its last state returned; ``populations[slot]`` names the actor of ``slot``."""
+    it, and its last state returned; ``populations[slot]`` names the actor of ``slot``
+    (a population's name while there is one actor per population, else ``learner<k>``)."""
 
     def __init__(self, populations: Sequence[str]) -> None:
         self.populations = tuple(populations)
@@ -27,8 +31,9 @@ class Placement:
         self.ran_in: dict[str, int] = {}
         self.states: dict[str, LearnerState] = {}
 
-    def slot(self, task: TrainTask) -> int:
-        """The learner actor that runs ``task``: the one holding its learners."""
+    def slot(self, task: TrainTask, running: Sequence[int] = ()) -> int:
+        """The learner actor that runs ``task``: the one holding its learners, else the
+        least busy (``running``: the tasks of this call placed on each actor so far)."""
         homes = {self.home[spec.key] for spec in task.learners if spec.key in self.home}
         if len(homes) > 1:
             held = ", ".join(f"{spec.key} by that of {self.populations[self.home[spec.key]]}"
@@ -37,7 +42,15 @@ class Placement:
                                   f"({held}); learners trained apart cannot be trained together later")
         if homes:
             return homes.pop()
-        return self.populations.index(task.learners[0].population)
+        held = [0] * len(self.populations)
+        for home in self.home.values():
+            held[home] += 1
+        own = task.learners[0].population
+
+        def load(slot: int) -> tuple[int, bool, int, int]:
+            return (running[slot] if slot < len(running) else 0, self.populations[slot] != own, held[slot], slot)
+
+        return min(range(len(self.populations)), key=load)
 
     def task_for(self, task: TrainTask, slot: int, generation: int, *, retry: bool) -> TrainTask:
         """``task`` as the actor of ``slot`` in ``generation`` runs it: a ``continue`` of a

@@ -7,16 +7,17 @@ finishes first (:func:`spread`). Results are keyed by entry index and applied on
 Exact best responses are spread the same way, one task per call.
 
 Training starts every task at once, each on the learner actor that holds its learners
-(:class:`~popmarl_ray.placement.Placement`). A single learner that trains by rollouts
-opens its queue on the episode server; from then on the workers play batches of its
-episodes (two calls in flight per worker, spread over the learners still training)
-until it returns its result. Exact oracles, learners that do not train and co-learning
-tasks run inside their learner actor. A dead worker or learner actor is replaced and its
-work retried (a learner carried over from earlier tasks is rebuilt from its last state).
+(placed per learner key: :class:`~popmarl_ray.placement.Placement`). A task whose
+learners train by rollouts opens one stream per learner on the episode server; from then
+on the workers play batches of its games, every learner of the task in each (two calls
+in flight per worker, spread over the tasks still training), until it returns its
+result. Exact oracles and learners that do not train answer inside their learner actor.
+A dead worker or learner actor is replaced and its work retried (a learner carried over
+from earlier tasks is rebuilt from its last state).
 
 Deadlines (``timeout_s``): a worker busy for ``timeout_s`` without finishing a call, or
 a learner that publishes no new weights for ``timeout_s`` (an exact oracle: whose call
-takes longer; a co-learning task has no deadline), is taken for hung: killed, replaced, and its work retried, counted like
+takes longer), is taken for hung: killed, replaced, and its work retried, counted like
 a death. A dead parameter or episode server is replaced; the training attempts in
 flight then restart on fresh learners (their episodes and weights died with it).
 """
@@ -34,6 +35,7 @@ import ray
 
 from popmarl.records import BestResponseResult, BestResponseTask, EvalResult, EvalTask, TrainResult, TrainTask
 from popmarl_ray.actors import ExploreReport, writable
+from popmarl_ray.feed import stream_of
 from popmarl_ray.faults import SERVER_PROBE_S, ActorGroup, Retries, Servers, actor_died, is_ray_failure, late, log
 from popmarl_ray.placement import Placement
 
@@ -177,9 +179,9 @@ class _Attempt:
         return f"{self.name}@{self.serial}#{self.number}"
 
     @property
-    def watched(self) -> bool:
-        """Whether the learner has a deadline (a co-learning task runs in its actor without)."""
-        return len(self.task.learners) == 1
+    def streams(self) -> list[str]:
+        """The attempt's streams on the episode and parameter servers, one per learner."""
+        return [stream_of(self.key, spec.key) for spec in self.task.learners]
 
 
 @attrs.frozen
@@ -219,8 +221,12 @@ class Training:
         self.cleanups: list[ray.ObjectRef] = []  # closes and drops on the servers, awaited before returning
 
     def run(self, tasks: Sequence[TrainTask]) -> list[TrainResult]:
-        self.attempts = [_Attempt(task=t, slot=self.placement.slot(t), task_ref=ray.put(t), serial=next(self.serials))
-                         for t in tasks]
+        running = [0] * len(self.learners)  # this call's tasks per learner actor
+        self.attempts = []
+        for t in tasks:
+            slot = self.placement.slot(t, running)
+            running[slot] += 1
+            self.attempts.append(_Attempt(task=t, slot=slot, task_ref=ray.put(t), serial=next(self.serials)))
         for a in self.attempts:
             self._start(a)
         while any(a.result is None for a in self.attempts):
@@ -251,7 +257,7 @@ class Training:
         task = self.placement.task_for(a.task, slot, generation, retry=a.number > 0)
         a.train_ref = self.learners.handle(slot).train.remote(a.task_ref if task is a.task else task, a.key)
         self._call(a.train_ref, "train", a, slot, generation)
-        if a.watched and a.task.learners[0].population not in self.answering:
+        if not any(spec.population in self.answering for spec in a.task.learners):
             self._wait_open(a)
 
     def _restart(self, a: _Attempt, *, replace: int | None) -> None:
@@ -264,17 +270,18 @@ class Training:
         self._start(a)
 
     def _wait_open(self, a: _Attempt) -> None:
-        self._call(self.servers.data.wait_open.remote(a.key, WAIT_OPEN_S), "open", a, a.slot, 0)
+        self._call(self.servers.data.wait_open.remote(a.streams[0], WAIT_OPEN_S), "open", a, a.slot, 0)
 
     def _end(self, a: _Attempt) -> None:
-        """Close the attempt's queue and forget its weights on the servers."""
-        self.cleanups += [self.servers.data.close.remote(a.key), self.servers.params.drop.remote(a.key)]
+        """Close the attempt's streams and forget its weights on the servers."""
+        for stream in a.streams:
+            self.cleanups += [self.servers.data.close.remote(stream), self.servers.params.drop.remote(stream)]
         a.collecting = False
 
     # -- deadlines ----------------------------------------------------------------------
     def _wait_s(self) -> float | None:
         busy = [self.busy_since[slot] for slot in range(len(self.workers)) if self.load[slot]]
-        return wait_s([*busy, *(a.since for a in self.attempts if a.result is None and a.watched)], self.timeout_s)
+        return wait_s([*busy, *(a.since for a in self.attempts if a.result is None)], self.timeout_s)
 
     def _check_deadlines(self) -> None:
         """Replace the workers and learners past their deadline; retry their work."""
@@ -293,7 +300,7 @@ class Training:
                 for a in self.attempts:  # the learners were starved, not hung
                     a.since = max(a.since, time.monotonic())
         for a in self.attempts:
-            if a.result is None and a.watched and now - a.since >= timeout_s:
+            if a.result is None and now - a.since >= timeout_s:
                 self._check_learner(a, timeout_s)
 
     def _check_learner(self, a: _Attempt, timeout_s: float) -> None:
@@ -303,7 +310,8 @@ class Training:
             a.since = time.monotonic()
             return
         try:
-            version = int(ray.get(self.servers.params.version.remote(a.key), timeout=SERVER_PROBE_S))
+            versions = ray.get([self.servers.params.version.remote(s) for s in a.streams], timeout=SERVER_PROBE_S)
+            version = sum(int(v) for v in versions)
         except Exception as exc:
             if not is_ray_failure(exc):
                 raise
@@ -335,7 +343,7 @@ class Training:
         self.server_retries.failed("servers", RuntimeError(f"the {' and the '.join(replaced)} died"))
         for a in self.attempts:
             if a.result is None:
-                self.cleanups.append(self.servers.data.close.remote(a.key))
+                self.cleanups += [self.servers.data.close.remote(stream) for stream in a.streams]
                 a.collecting = False
         return True
 

@@ -2,10 +2,12 @@
 
 They exist only where there are processes: the learner actor publishes versioned
 weights to the parameter server (``push``/``version``/``pull``) and the rollout workers
-queue the episodes they play on the episode server (``put``/``take``), both keyed by the
-training attempt. Weights travel as object references (each version is put in the
-object store once, by the learner), episodes carry the weights version they were played
-with, and a learner waits on its queue instead of polling.
+queue the episodes they play on the episode server (``put``/``take``), both keyed by
+stream: one per learner of a training attempt (``<attempt>/<learner key>``). Weights
+travel as object references (each version is put in the object store once, by the
+learner); episodes travel as the batches a worker played (a learner's own decisions, or
+its joint view), each with the weights version it was played with and the number of
+games in it, and a learner waits on its queue instead of polling.
 """
 
 from __future__ import annotations
@@ -17,9 +19,12 @@ from collections.abc import Sequence
 import attrs
 import ray
 
-from popmarl.records import Episode
+from popmarl.records import EpisodeBatch
+from popmarl.trajectories import JointEpisodes
 
 WeightsRef = list[ray.ObjectRef]  # wrapped in a list so Ray passes the reference, not the value
+#: What a worker played for one learner in one call.
+Played = EpisodeBatch | JointEpisodes
 
 
 class ParameterServerActor:
@@ -63,17 +68,18 @@ class ParameterServerActor:
 
 @attrs.frozen(kw_only=True)
 class Batch:
-    """What a learner takes: fresh episodes and the weights version each was played
-    with, and its key's running totals (episodes and env steps played, episodes dropped
-    as stale or for lack of room); ``closed`` once the key is closed (the attempt is
-    over: its learner stops)."""
+    """What a learner takes: fresh batches with the weights version each was played
+    with (``parts``), and its stream's running totals (games and env steps played, games
+    dropped as stale or for lack of room); ``closed`` once the stream is closed (the
+    attempt is over: its learner stops)."""
 
-    episodes: tuple[Episode, ...]
-    versions: tuple[int, ...]
+    parts: tuple[tuple[int, Played], ...]
     env_steps: int
     played: int
     dropped: int
     closed: bool = False
+    #: Each fresh game's summed return over every seat.
+    team_returns: tuple[float, ...] = ()
 
 
 NEW, OPEN, CLOSED = "new", "open", "closed"
@@ -82,36 +88,40 @@ CLOSED_MEMORY = 4096
 
 
 class _Stream:
-    """One training attempt's queue of ``(version, episode)`` and its totals."""
+    """One learner's queue of ``(version, batch, games)`` and its totals (in games)."""
 
     def __init__(self, capacity: int) -> None:
         self.state = NEW
-        self.queue: deque[tuple[int, Episode]] = deque()
+        self.queue: deque[tuple[int, Played, int, Sequence[float]]] = deque()
         self.capacity = capacity
+        self.held = 0  # games queued
         self.env_steps = self.played = self.dropped = 0
         self.waiting = 0  # wait_open calls on the stream
         self.changed = asyncio.Condition()
 
-    def add(self, version: int, episodes: Sequence[Episode], env_steps: int) -> None:
+    def add(self, version: int, batch: Played, games: int, env_steps: int, team_returns: Sequence[float]) -> None:
         self.env_steps += env_steps
-        self.played += len(episodes)
-        self.queue.extend((version, e) for e in episodes)
-        while len(self.queue) > self.capacity:
-            self.queue.popleft()
-            self.dropped += 1
+        self.played += games
+        self.queue.append((version, batch, games, team_returns))
+        self.held += games
+        while self.held > self.capacity and len(self.queue) > 1:
+            _, _, dropped, _ = self.queue.popleft()
+            self.held -= dropped
+            self.dropped += dropped
 
     def drop_older(self, min_version: int) -> None:
         kept = [item for item in self.queue if item[0] >= min_version]
-        self.dropped += len(self.queue) - len(kept)
+        self.dropped += self.held - sum(item[2] for item in kept)
         self.queue = deque(kept)
+        self.held = sum(item[2] for item in kept)
 
     def fresh(self, min_version: int) -> int:
-        return sum(1 for version, _ in self.queue if version >= min_version)
+        return sum(games for version, _, games, _ in self.queue if version >= min_version)
 
 
 class EpisodeServerActor:
-    """Per training attempt (key), a bounded FIFO of episodes from rollout workers to one
-    learner. A key is opened by its learner when it starts training by rollouts and
+    """Per stream (key), a bounded FIFO of episode batches from rollout workers to one
+    learner (``capacity`` games). A key is opened by its learner when it starts training by rollouts and
     closed when it stops; episodes put to a key that is not open are refused. A closed
     key's stream is dropped at once (the last ``CLOSED_MEMORY`` closed keys are
     remembered, so late episodes and reopening stay refused), and a stream only waited
@@ -176,25 +186,35 @@ class EpisodeServerActor:
             if stream.state == NEW and not stream.waiting and self._streams.get(key) is stream:
                 del self._streams[key]
 
-    async def put(self, key: str, version: int, episodes: Sequence[Episode], env_steps: int) -> bool:
-        """Queue ``episodes`` played with weights ``version``; False if ``key`` is not open."""
+    async def put(self, key: str, version: int, batch: Played, games: int, env_steps: int,
+                  team_returns: Sequence[float] = ()) -> bool:
+        """Queue ``batch`` (``games`` games, ``env_steps`` env steps, each game's summed
+        return ``team_returns``) played with weights ``version``; False if ``key`` is not open."""
         stream = self._streams.get(key)
         if stream is None:
             return False
         async with stream.changed:
             if stream.state != OPEN:
                 return False
-            stream.add(version, episodes, env_steps)
+            stream.add(version, batch, games, env_steps, team_returns)
             stream.changed.notify_all()
             return True
 
+    async def put_many(self, items: Sequence[tuple[str, int, Played]], games: int, env_steps: int,
+                       team_returns: Sequence[float] = ()) -> bool:
+        """:meth:`put` of each ``(key, version, batch)`` (one call for a task's learners:
+        the same games); False if any key is not open."""
+        accepted = [await self.put(key, version, batch, games, env_steps, team_returns)
+                    for key, version, batch in items]
+        return all(accepted)
+
     async def take(self, key: str, *, min_items: int, min_version: int, timeout_s: float) -> Batch:
-        """Drop the queued episodes older than ``min_version``, wait up to ``timeout_s``
-        for ``min_items`` fresh ones, and return every fresh episode queued (none, and
-        zero totals, for a key that is not open)."""
+        """Drop the queued batches older than ``min_version``, wait up to ``timeout_s``
+        for ``min_items`` fresh games, and return every fresh batch queued (none, and zero
+        totals, for a key that is not open)."""
         stream = self._streams.get(key)
         if stream is None:
-            return Batch(episodes=(), versions=(), env_steps=0, played=0, dropped=0, closed=key in self._closed)
+            return Batch(parts=(), env_steps=0, played=0, dropped=0, closed=key in self._closed)
         async with stream.changed:
             stream.drop_older(min_version)
             try:
@@ -205,8 +225,9 @@ class EpisodeServerActor:
             except asyncio.TimeoutError:
                 pass
             stream.drop_older(min_version)
-            versions = tuple(v for v, _ in stream.queue)
-            episodes = tuple(e for _, e in stream.queue)
+            parts = tuple((version, batch) for version, batch, _, _ in stream.queue)
+            team_returns = tuple(r for _, _, _, returns in stream.queue for r in returns)
             stream.queue.clear()
-            return Batch(episodes=episodes, versions=versions, env_steps=stream.env_steps, played=stream.played,
-                         dropped=stream.dropped, closed=stream.state == CLOSED)
+            stream.held = 0
+            return Batch(parts=parts, env_steps=stream.env_steps, played=stream.played,
+                         dropped=stream.dropped, closed=stream.state == CLOSED, team_returns=team_returns)

@@ -1,0 +1,104 @@
+"""The ray backend's feed: a learner group trains on what the rollout workers play.
+
+A train task runs in its learner actor through the core learner loop
+(:func:`popmarl.training.run_task`), as on every backend; what differs is its
+:class:`~popmarl.training.Feed`. :class:`RayFeed` does not play: it publishes each new
+version of a learner's weights to the parameter server actor (put in the object store
+once), and hands the loop whatever fresh batches the rollout workers have queued for the
+task's learners on the episode server actor, one stream per learner
+(``<attempt>/<learner key>``), dropping those played with weights more than
+``max_staleness`` versions old, or, for an on-policy algorithm
+(:attr:`~popmarl.algorithm.Algorithm.on_policy`: ppo, a2c), with any but the current
+ones. The workers play every learner of the task in the same games (co-learning tasks
+too), so each stream receives the same games.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import ray
+
+from popmarl.errors import PopmarlError
+from popmarl.policy import Policy
+from popmarl.records import TrainTask, Weights
+from popmarl.training import Fed, Feed, Group
+
+#: How long one ``take`` waits for a full batch before the learner looks at its budget.
+TAKE_TIMEOUT_S = 1.0
+
+
+class StalledError(PopmarlError):
+    """No episodes reached a learner for too long."""
+
+
+class AttemptClosedError(PopmarlError):
+    """The driver ended the training attempt (e.g. a server it used was replaced)."""
+
+
+def stream_of(attempt: str, key: str) -> str:
+    """The name of learner ``key``'s stream (episodes and weights) in training attempt ``attempt``."""
+    return f"{attempt}/{key}"
+
+
+class RayFeed(Feed):
+    """The episodes rollout worker actors play with the learners' published weights."""
+
+    def __init__(self, *, params: Any, data: Any, attempt: str, task: TrainTask, group: Group, max_staleness: int,
+                 stall_timeout_s: float = 300.0) -> None:
+        self.params_actor = params
+        self.data_actor = data
+        self.attempt = attempt
+        self.task = task
+        self.streams = {spec.key: stream_of(attempt, spec.key) for spec, _ in group}
+        self.staleness = {spec.key: 0 if learner.agent.algorithm.on_policy else max_staleness
+                          for spec, learner in group}
+        self.versions = dict.fromkeys(self.streams, 0)
+        self.stall_timeout_s = stall_timeout_s
+        self._opened = False
+        self._dropped = 0
+        self._last_data = time.monotonic()
+
+    def publish(self, key: str, policy: Policy) -> tuple[int, Weights | None]:
+        weights = policy.get_weights()
+        version = int(ray.get(self.params_actor.push.remote(self.streams[key], [ray.put(weights)])))
+        self.versions[key] = version
+        return version, weights
+
+    def oldest(self, key: str, version: int) -> int:
+        return version - self.staleness[key]
+
+    def next(self) -> Fed:
+        if not self._opened:  # every learner's first weights are published: the workers may play
+            ray.get([self.data_actor.open.remote(stream) for stream in self.streams.values()])
+            self._opened = True
+        first, *others = self.streams
+        budget = self.task.budget
+        batches = {first: self._take(first, budget.episodes_per_update, TAKE_TIMEOUT_S)}
+        for key in others:  # the same games reach every stream, a moment apart
+            batches[key] = self._take(key, 1, 0.05 if batches[first].parts else 0.0)
+        now = time.monotonic()
+        if any(batch.parts for batch in batches.values()):
+            self._last_data = now
+        elif now - self._last_data > self.stall_timeout_s:
+            raise StalledError(f"learner {first}: no episodes for {self.stall_timeout_s:.0f} s")
+        totals = batches[first]
+        self._dropped = totals.dropped
+        return Fed(trajectories={key: batch.parts for key, batch in batches.items()}, team_returns=totals.team_returns,
+                   env_steps=totals.env_steps, episodes=totals.played)
+
+    def _take(self, key: str, min_items: int, timeout_s: float) -> Any:
+        batch = ray.get(self.data_actor.take.remote(
+            self.streams[key], min_items=min_items, min_version=self.versions[key] - self.staleness[key],
+            timeout_s=timeout_s))
+        if batch.closed:
+            raise AttemptClosedError(f"learner {key}: training attempt {self.attempt} closed")
+        return batch
+
+    def metrics(self) -> dict[str, float]:
+        return {"dropped_episodes": float(self._dropped)}
+
+    def close(self) -> None:
+        for stream in self.streams.values():
+            self.data_actor.close.remote(stream)

@@ -1,0 +1,142 @@
+"""Learning at scale on Ray: every train task is fed by the rollout workers (co-learning
+``marl`` too, which ran unfed inside one learner actor before), and learners are placed
+per key, so two learners of one population train at the same time."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+import numpy as np
+import ray
+
+from popmarl.algorithm import PolicySpace
+from popmarl.backend import Components, RunSetup
+from popmarl.builtin.matrix_env import MatrixEnv
+from popmarl.population import AgentMapping
+from popmarl.records import Episode, LearnerSpec, Observations, Opponents, PolicySpec, TrainBudget, TrainTask
+from popmarl.runner import policy_spaces
+from popmarl.trainer import Trainer
+from popmarl_ray import RayBackend
+from ray_helpers import Bandit, BanditPolicy, BanditTrainer, run, with_bandit
+
+ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the actors cannot import this module
+
+
+@attrs.frozen(kw_only=True)
+class LogConfig:
+    """``log``: the file each exploring act and each update is noted in (pid, time)."""
+
+    log: str = ""
+
+
+def _note(path: str, what: str) -> None:
+    with open(path, "a", encoding="utf-8") as log:
+        log.write(f"{what} {os.getpid()} {time.time():.6f}\n")
+
+
+def _notes(path: Path, what: str) -> list[tuple[int, float]]:
+    return [(int(pid), float(t)) for kind, pid, t in (line.split() for line in path.read_text().splitlines())
+            if kind == what]
+
+
+class LoggedPolicy(BanditPolicy):
+    def __init__(self, n_actions: int, log: str) -> None:
+        super().__init__(n_actions)
+        self.log = log
+
+    def act(self, batch: Observations, *, explore: bool, rng: np.random.Generator) -> np.ndarray:
+        if explore:
+            _note(self.log, "act")
+        return super().act(batch, explore=explore, rng=rng)
+
+
+class LoggedTrainer(BanditTrainer):
+    """A bandit trainer that notes its updates and takes a while over each (as a network would)."""
+
+    def __init__(self, policy: BanditPolicy, log: str) -> None:
+        super().__init__(policy)
+        self.log = log
+
+    def update(self, episodes: Sequence[Episode]) -> Mapping[str, float]:
+        _note(self.log, "update")
+        time.sleep(0.05)
+        return super().update(episodes)
+
+
+class LoggedBandit(Bandit):
+    Config = LogConfig
+
+    def make_policy(self, *, space: PolicySpace, seed: int) -> LoggedPolicy:
+        return LoggedPolicy(space.action_space.n, self.config.log)  # type: ignore[union-attr]
+
+    def make_trainer(self, *, policy: Any, space: PolicySpace, seed: int) -> Trainer:
+        return LoggedTrainer(policy, self.config.log)
+
+
+def test_a_co_learning_marl_task_is_played_by_the_rollout_workers(tmp_path: Path, monkeypatch: Any) -> None:
+    """Two learning populations co-learn in one task: every exploring act happens in a
+    rollout worker, none in the learner actor that updates them."""
+    with_bandit(monkeypatch)
+    import popmarl
+    monkeypatch.setattr(popmarl, "algorithms", popmarl.algorithms.with_component("logged_bandit", LoggedBandit))
+    log = tmp_path / "log"
+    config = {"scenario": "marl", "env": {"name": "matrix", "params": {"game": "random_zero_sum", "size": 4}},
+              "algorithm": {"name": "logged_bandit", "params": {"log": str(log)}}, "stopping": {"max_iterations": 2},
+              "training": {"max_env_steps": 400, "episodes_per_update": 25}, "trackers": [],
+              "backend": {"name": "ray", "params": {"num_rollout_workers": 2}}}
+    summary = run(config, tmp_path / "run")
+    assert summary["status"] == "completed"
+    acting = {pid for pid, _ in _notes(log, "act")}
+    updating = {pid for pid, _ in _notes(log, "update")}
+    assert len(_notes(log, "update")) >= 2 * 2 * 2  # both learners, both iterations, more than one round each
+    assert acting and updating and not acting & updating, (acting, updating)
+    assert os.getpid() not in acting | updating
+    assert len(acting) == 2  # both workers played
+
+
+def test_two_learners_of_one_population_train_at_the_same_time(tmp_path: Path) -> None:
+    env = MatrixEnv(game="rps")
+    mapping = AgentMapping.resolve("shared", env.agents)
+    spaces = policy_spaces(env, mapping)
+    (population,) = spaces
+    log = tmp_path / "log"
+    setup = RunSetup(env_name="matrix", env_params={"game": "rps"}, mapping=mapping, spaces=spaces, seed=0,
+                     algorithms={population: ("logged_bandit", {"log": str(log)})},
+                     local_components={("algorithms", "logged_bandit"): LoggedBandit})
+    backend = RayBackend(num_rollout_workers=2, num_learners=2)
+    backend.start(setup, Components(env=env, algorithms={population: LoggedBandit(log=str(log))}))
+    try:
+        backend.add_policy(f"{population}/0", {"q": np.zeros(3), "n": np.zeros(3)})
+        opponents = (Opponents(agent="player_1", population=population, policy_ids=(f"{population}/0",),
+                               mixture=np.ones(1)),)
+        tasks = [TrainTask(learners=(LearnerSpec(key=role, population=population, seats=("player_0",), seed=k,
+                                                 snapshot=PolicySpec(policy_id=f"{population}/{k + 1}",
+                                                                     population=population, algorithm="logged_bandit",
+                                                                     iteration=1)),),
+                           seed=k, opponents=opponents, budget=TrainBudget(max_env_steps=2400, episodes_per_update=50))
+                 for k, role in enumerate(("main", "exploiter"))]
+        results = backend.train(tasks)
+        assert [r.policies[0].spec.policy_id for r in results] == [f"{population}/1", f"{population}/2"]
+        held = backend.held_learners()
+        assert sorted(held.values()) == [["exploiter"], ["main"]]  # one per learner actor
+        pids = backend.learner_pids()
+    finally:
+        backend.close()
+    updates = _notes(log, "update")
+    by_pid: dict[int, list[float]] = {}
+    for pid, t in updates:
+        by_pid.setdefault(pid, []).append(t)
+    assert set(by_pid) == set(pids.values())
+    first, second = (sorted(times) for times in by_pid.values())
+    assert len(first) >= 3 and len(second) >= 3
+    # The two learners updated at the same time: their updates interleave (one after the
+    # other, the merged order would switch learner once).
+    merged = sorted([(t, 0) for t in first] + [(t, 1) for t in second])
+    switches = sum(1 for (_, a), (_, b) in zip(merged, merged[1:]) if a != b)
+    assert switches >= 3, merged
