@@ -1,17 +1,20 @@
 """popmarl: population-based multi-agent reinforcement learning.
 
 Re-exports the interfaces, :data:`hookimpl`, the registries (``popmarl.solvers``,
-``popmarl.algorithms``, ...), :func:`load_config`, :func:`run` and the error classes.
+``popmarl.algorithms``, ...), :func:`load_config`, :func:`run`, :func:`load_run` and the
+error classes.
 Importing popmarl imports no heavy library; registries load components only on demand.
 """
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Any
 
 from popmarl.registry import KINDS, Registry
 
 if TYPE_CHECKING:
+    from popmarl.actor import Actor
     from popmarl.agent import AgentInterface
     from popmarl.algorithm import Algorithm, BestResponseProblem, PolicySpace
     from popmarl.backend import Backend
@@ -29,6 +32,7 @@ if TYPE_CHECKING:
         UserError,
     )
     from popmarl.hookspec import hookimpl
+    from popmarl.loaded import LoadedRun, Population
     from popmarl.policy import ExplicitPolicy, Policy
     from popmarl.records import (
         BestResponseResult,
@@ -61,10 +65,12 @@ if TYPE_CHECKING:
 #: Where each re-exported name lives; imported on first access, so that ``import popmarl``
 #: (and listing the registries) loads neither numpy nor any component module.
 _EXPORTS: dict[str, str] = {
+    "Actor": "popmarl.actor",
     "AgentInterface": "popmarl.agent",
     "Algorithm": "popmarl.algorithm",
     "BestResponseProblem": "popmarl.algorithm",
     "PolicySpace": "popmarl.algorithm",
+    "TrainerContext": "popmarl.algorithm",
     "Backend": "popmarl.backend",
     "Component": "popmarl.component",
     "Env": "popmarl.env",
@@ -80,6 +86,8 @@ _EXPORTS: dict[str, str] = {
     "UnknownComponentError": "popmarl.errors",
     "UserError": "popmarl.errors",
     "hookimpl": "popmarl.hookspec",
+    "LoadedRun": "popmarl.loaded",
+    "Population": "popmarl.loaded",
     "ExplicitPolicy": "popmarl.policy",
     "Policy": "popmarl.policy",
     "BestResponseResult": "popmarl.records",
@@ -113,6 +121,8 @@ _EXPORTS: dict[str, str] = {
     "Tracker": "popmarl.tracker",
     "Trainer": "popmarl.trainer",
     "TrainerState": "popmarl.trainer",
+    "JointEpisodes": "popmarl.trajectories",
+    "SeatRows": "popmarl.trajectories",
 }
 
 __version__ = "0.1.0"
@@ -177,12 +187,24 @@ def run(config: RunConfig, out: str | None = None, *, resume: str | None = None,
     return _run(config, out=out, resume=resume, registries=registries)
 
 
+def load_run(path: str | os.PathLike[str], iteration: int | None = None, *,
+             registries: RegistriesLike | None = None) -> LoadedRun:
+    """A run directory loaded to act: its env, agent mapping and populations
+    (``run.population(name)``: policies and meta-strategy), and ``run.actor(seat)``, a
+    player of the seat's meta-strategy on the env's own observations. ``iteration``:
+    the meta-strategies of that iteration (0: the initial policies) instead of the final
+    ones; ``registries`` as :func:`run` takes them."""
+    from popmarl.loaded import load_run as _load_run
+
+    return _load_run(path, iteration, registries=registries)
+
+
 __all__ = [
-    "AgentInterface", "Algorithm", "Backend", "BestResponseProblem", "BestResponseResult", "BestResponseTask", "Box", "CheckpointError", "Component",
+    "Actor", "AgentInterface", "Algorithm", "Backend", "BestResponseProblem", "BestResponseResult", "BestResponseTask", "Box", "CheckpointError", "Component",
     "ConfigError", "Discrete", "Env", "Episode", "EpisodeBatch", "EvalResult", "EvalTask", "ExactEnv", "ExplicitPolicy",
-    "FrozenPolicy", "IterativeScenario", "JointMetaSolver", "JointOpponents", "LearnerInit", "LearnerSpec", "LearnerState", "MetaSolver", "Observations", "Opponents", "PluginError", "Policy", "PolicySpace", "PolicySpec",
-    "PopmarlError", "Registries", "Registry", "ResumeError", "RolloutWorker", "RunContext", "RunInfo", "Scenario",
+    "FrozenPolicy", "IterativeScenario", "JointMetaSolver", "JointOpponents", "LearnerInit", "LearnerSpec", "LearnerState", "LoadedRun", "MetaSolver", "Observations", "Opponents", "PluginError", "Policy", "PolicySpace", "PolicySpec",
+    "Population", "PopmarlError", "Registries", "Registry", "ResumeError", "RolloutWorker", "RunContext", "RunInfo", "Scenario",
     "SolverError", "SolverResult", "Step", "Tracker", "TrainBudget", "TrainResult", "TrainTask", "Trainer", "TrainerState",
     "UnknownComponentError", "UserError", "VectorEnv", "algorithms", "backends", "envs", "hookimpl",
-    "load_config", "run", "scenarios", "solvers", "trackers", "validate",
+    "load_config", "load_run", "run", "scenarios", "solvers", "trackers", "validate",
 ]

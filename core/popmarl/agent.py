@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from popmarl.algorithm import Algorithm, BestResponseProblem, PolicySpace, TrainerContext
 from popmarl.env import CorrelatedProfile, Env, MixedProfile
+from popmarl.errors import PopmarlError
 from popmarl.policy import Policy
 from popmarl.records import Weights
 from popmarl.trainer import Trainer
+
+
+class LearnerError(PopmarlError):
+    """A task names a learner that cannot be started as asked."""
 
 
 class AgentInterface:
@@ -53,28 +58,38 @@ class AgentInterface:
         return self.algorithm.initial_policy(space=self.space, seed=seed)
 
     def new_learner(self, *, seed: int, weights: Weights | None = None, warm_start: bool = False,
-                    seats: Sequence[str] = ()) -> tuple[Policy, Trainer | None]:
+                    seats: Sequence[str] = (), team: Mapping[str, Policy] | None = None,
+                    spaces: Mapping[str, PolicySpace] | None = None) -> tuple[Policy, Trainer | None]:
         """A learning policy (with ``weights``, else fresh from ``seed``) and its trainer
         (None for an algorithm that does not learn), for a learner playing ``seats``
-        (default: the population's). ``warm_start``: ``weights`` are another policy's,
-        which this new learner starts from (:meth:`~popmarl.algorithm.Algorithm.warm_start`)."""
+        (default: the population's); a team's other members' policies (``team``) and
+        every member's spaces (``spaces``) by population. ``warm_start``: ``weights`` are
+        another policy's, which this new learner starts from
+        (:meth:`~popmarl.algorithm.Algorithm.warm_start`)."""
         policy = self.make_policy(seed=seed)
         if weights is not None:
             policy.set_weights(weights)
             if warm_start:
                 self.algorithm.warm_start(policy, seed=seed)
         if not self._takes_context:
+            if team:
+                raise LearnerError(f"algorithm {self.algorithm_name}: its make_trainer takes no context, so it "
+                                   "cannot train a team of several populations")
             return policy, self.algorithm.make_trainer(policy=policy, space=self.space, seed=seed)
-        context = self.trainer_context(tuple(seats) or self.space.agents)
+        context = self.trainer_context(tuple(seats) or self.space.agents, policies={self.population: policy,
+                                                                                       **(team or {})},
+                                       spaces=spaces or {self.population: self.space})
         return policy, self.algorithm.make_trainer(policy=policy, space=self.space, seed=seed, context=context)
 
-    def trainer_context(self, seats: tuple[str, ...]) -> TrainerContext:
+    def trainer_context(self, seats: tuple[str, ...], *, policies: Mapping[str, Policy],
+                        spaces: Mapping[str, PolicySpace]) -> TrainerContext:
         """What a trainer of a learner playing ``seats`` learns from: those seats' spaces
-        (every seat's, for an algorithm that reads the joint view) and the state space."""
+        (every seat's, for an algorithm that reads the joint view), the state space, and
+        its policies and spaces by population (several for a team)."""
         env = self.env
         read = env.agents if self.algorithm.joint_view else seats
         return TrainerContext(seats={a: (env.observation_space(a), env.action_space(a)) for a in read},
-                              own_seats=seats, state_space=env.state_space)
+                              own_seats=seats, state_space=env.state_space, policies=policies, spaces=spaces)
 
     @functools.cached_property
     def _takes_context(self) -> bool:

@@ -52,11 +52,15 @@ class TrainerContext:
     """What a trainer learns from beyond its own population's spaces: the spaces of
     every seat whose rows it may read (``seats``: seat -> (observation, action) space;
     with the joint view, every seat of the env), the seats its learner plays
-    (``own_seats``), and the env's global state space (None: the env has none)."""
+    (``own_seats``), the env's global state space (None: the env has none), and the
+    policies it improves with their spaces, by population (``policies``, ``spaces``: the
+    learner's own; a team's every member, its lead first)."""
 
     seats: Mapping[str, tuple[Space, Space]]
     own_seats: tuple[str, ...]
     state_space: Space | None = None
+    policies: Mapping[str, Policy] = attrs.field(factory=dict)
+    spaces: Mapping[str, PolicySpace] = attrs.field(factory=dict)
 
 
 class Algorithm(Component):
@@ -114,12 +118,12 @@ class Algorithm(Component):
         """An exact oracle's answer; ``None`` (the default) means: train with a Trainer."""
         return None
 
-    def make_trainer(self, *, policy: Policy, space: PolicySpace, seed: int,
-                     context: TrainerContext | None = None) -> Trainer | None:
+    def make_trainer(self, *, policy: Policy, space: PolicySpace, seed: int) -> Trainer | None:
         """The trainer that improves ``policy``; ``None`` (the default): no training.
-        ``context`` says what the trainer learns from beyond its own spaces (every seat's
-        spaces, the state's); an algorithm whose ``make_trainer`` takes no ``context``
-        keyword is called without it."""
+
+        An override may add a keyword ``context: TrainerContext | None = None``: it is then
+        given what the trainer learns from beyond its own spaces (every seat's spaces, the
+        state's, a team's policies); one without it is called as before."""
         return None
 
     def warm_start(self, policy: Policy, *, seed: int) -> None:

@@ -64,6 +64,26 @@ def _parser() -> argparse.ArgumentParser:
                           help="the backend that plays the games, e.g. local or ray (default: the run's own, "
                                "as configured)")
     evaluate.add_argument("--json", action="store_true", help="end with one JSON object on the last line")
+    exploit = commands.add_parser("exploit", help="approximate NashConv of a run: train RL best responses to its "
+                                                  "meta-strategy")
+    exploit.add_argument("dir", help="a run directory")
+    exploit.add_argument("--algorithm", metavar="NAME",
+                         help="the learning algorithm of the responses (default: the run's own if it learns, else dqn)")
+    exploit.add_argument("--env-steps", type=_positive, default=None, metavar="N",
+                         help="env steps of each response's training (default 500000)")
+    exploit.add_argument("--seeds", type=_positive, default=1, metavar="K",
+                         help="responses per seat; the best seed's lower bound is reported (default 1)")
+    exploit.add_argument("--max-wall-time", type=_positive_float, default=None, metavar="S",
+                         help="seconds for the whole command (training stops early)")
+    exploit.add_argument("--json", action="store_true", help="end with one JSON object on the last line")
+    play = commands.add_parser("play", help="play a game against a run's meta-strategies in the terminal")
+    play.add_argument("dir", help="a run directory")
+    play.add_argument("--seat", metavar="NAME", help="the seat you play (default: the first)")
+    play.add_argument("--seed", type=int, default=None, metavar="N",
+                      help="seeds chance and the opponents' draws (default: a new one each game, shown)")
+    play.add_argument("--iteration", type=int, default=None, metavar="K",
+                      help="play the meta-strategies of iteration K (default: the final ones)")
+    play.set_defaults(handler=_cmd_play)
     bench = commands.add_parser("bench", help="measure throughput").add_subparsers(
         dest="bench", required=True, parser_class=_Parser)
     rollout = bench.add_parser("rollout", help="evaluate-mode env steps/s with fresh policies")
@@ -77,7 +97,7 @@ def _parser() -> argparse.ArgumentParser:
     rollout.add_argument("--json", action="store_true", help="end with one JSON object on the last line")
     rollout.set_defaults(handler=_cmd_bench_rollout)
     for name, handler in (("run", _cmd_run), ("plugins", _cmd_plugins), ("show", _cmd_show),
-                          ("eval", _cmd_eval)):
+                          ("eval", _cmd_eval), ("exploit", _cmd_exploit)):
         commands.choices[name].set_defaults(handler=handler)
     from popmarl.plugins import make_plugin_manager
 
@@ -259,6 +279,47 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     print(format_report(report))
     if args.json:
         print(json.dumps({"run": str(args.dir), "opponent": args.opponent, "populations": report}))
+    return 0
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
+    return value
+
+
+def _cmd_exploit(args: argparse.Namespace) -> int:
+    import json
+
+    from popmarl.exploit import DEFAULT_ENV_STEPS, EXPLOIT_FILE, exploit_run, format_report
+
+    report, result = exploit_run(args.dir, algorithm=args.algorithm, env_steps=args.env_steps or DEFAULT_ENV_STEPS,
+                         seeds=args.seeds, max_wall_time_s=args.max_wall_time,
+                         progress=lambda line: print(line, file=sys.stderr, flush=True))
+    print(format_report(report))
+    print(f"written to {os.path.join(args.dir, EXPLOIT_FILE)}")
+    if args.json:
+        print(json.dumps(result))
+    return 0
+
+
+def _cmd_play(args: argparse.Namespace) -> int:
+    import random
+
+    from popmarl.loaded import load_run
+    from popmarl.play import play
+
+    run = load_run(args.dir, args.iteration)
+    seed = args.seed if args.seed is not None else random.randrange(2**31)
+    try:
+        play(run, args.seat, seed=seed, stdin=sys.stdin, stdout=sys.stdout)
+    except KeyboardInterrupt:
+        print("\npopmarl: interrupted: game abandoned", file=sys.stderr)
+        return 130
     return 0
 
 

@@ -106,6 +106,10 @@ class EvaluationConfig:
     episodes_per_entry: int = attrs.field(default=100, validator=at_least_one)
     exact: Literal["auto", "never"] = "auto"
     num_envs: int = attrs.field(default=64, validator=at_least_one)
+    #: psro: every N iterations, the metrics carry ``approx_nash_conv`` (:mod:`popmarl.exploit`),
+    #: its responses trained for ``approx_nash_conv_env_steps`` (null: ``popmarl exploit``'s default).
+    approx_nash_conv_every: int | None = attrs.field(default=None, validator=optional(at_least_one))
+    approx_nash_conv_env_steps: int | None = attrs.field(default=None, validator=optional(at_least_one))
 
 
 @attrs.frozen(kw_only=True)

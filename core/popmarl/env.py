@@ -36,6 +36,12 @@ class Step:
     learners bootstrap from (its mask may allow no action: the agent need not be the one
     to move). An agent of a finished game missing from ``final`` ended its episode by
     termination.
+
+    Global state (only after :meth:`VectorEnv.record_state` returned True): ``state`` is
+    ``[num_envs, *state_space.shape]``, each game's state now (a game just reset: its new
+    episode's first state; a game left finished: zeros), and ``final_state`` gives, for
+    each finished game (rows aligned with ``finished``), its state when it ended or was
+    cut off. None otherwise.
     """
 
     decisions: Mapping[str, tuple[np.ndarray, Observations]]
@@ -44,6 +50,8 @@ class Step:
     returns: np.ndarray
     truncated: np.ndarray
     final: Mapping[str, tuple[np.ndarray, Observations]] = attrs.field(factory=dict)
+    state: np.ndarray | None = None
+    final_state: np.ndarray | None = None
 
 
 class VectorEnv(ABC):
@@ -66,6 +74,13 @@ class VectorEnv(ABC):
         longer needs are not stepped. Returns whether the vector does this; one that
         does not (the default) keeps restarting them, and the engine plays those games
         out with throwaway moves."""
+        return False
+
+    def record_state(self) -> bool:
+        """From the next :meth:`reset` on, fill ``Step.state`` and ``Step.final_state``
+        with the global state (:attr:`Env.state_space`). The rollout engine calls it only
+        when a learner reads the state (a joint view), so play that does not pays nothing
+        for it. Returns whether the vector does this (the default: no state, False)."""
         return False
 
     def close(self) -> None:
@@ -92,6 +107,11 @@ class Env(Component):
     def vector(self, *, num_envs: int, seed: int) -> VectorEnv:
         """A vector of ``num_envs`` games seeded with ``seed``."""
 
+    #: The space of the game's global state (what a centralized critic or a mixer reads),
+    #: or None where the env has none. An env that declares one returns the state from
+    #: its vectors once asked (:meth:`VectorEnv.record_state`).
+    state_space: Space | None = None
+
     #: Whether the game is two-player zero-sum (then exploitability = NashConv / 2).
     zero_sum: bool = False
 
@@ -107,6 +127,16 @@ class Env(Component):
         ``final_policy.json``) into the run directory; return their names. Envs with no
         such format write nothing."""
         return []
+
+    def observe(self, agent: str, observation: object, action_mask: np.ndarray | None = None) -> Observations:
+        """``agent``'s native ``observation`` (what the game itself gives: a PettingZoo
+        observation, a pyspiel state) as the one-row batch its policies read in this env's
+        vectors, with ``action_mask`` where the observation holds none; how a loaded run
+        acts outside popmarl (:class:`popmarl.actor.Actor`). Envs that cannot say so raise."""
+        from popmarl.errors import UserError
+
+        raise UserError(f"env {type(self).__name__} cannot read native observations (it implements no Env.observe), "
+                        "so a loaded run cannot act in it; the openspiel, pettingzoo and matrix envs can")
 
 
 class ExactEnv(Env):

@@ -8,29 +8,26 @@ random policy, or the seats of another run of the same env (drawn together from 
 meta-strategy, if it has one). The games run on a backend (the run's own by default, so
 a run made on Ray is evaluated on Ray) as one evaluate task per seat, whose seats are
 mixtures (:class:`~popmarl.records.EvalTask`): exact where the env computes outcomes
-exactly, sampled otherwise.
+exactly, sampled otherwise. The run's pools come from :func:`popmarl.loaded.load_run`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 import attrs
 import numpy as np
 
-from popmarl.algorithm import PolicySpace
 from popmarl.backend import Backend, Components
 from popmarl.builtin.random_policy import RandomAlgorithm
-from popmarl.config import ComponentConfig, RunConfig, population_algorithms, read_yaml, validate
-from popmarl.env import Env
+from popmarl.config import ComponentConfig
 from popmarl.errors import UserError
+from popmarl.loaded import JointPool, LoadedRun, Pool, load_run
 from popmarl.policy import Policy
 from popmarl.population import AgentMapping
 from popmarl.records import EvalResult, EvalTask, JointOpponents, Opponents
-from popmarl.registries import Registries, RegistriesLike
 from popmarl.rundir import RunDirectory
 from popmarl.runner import build, build_algorithms, policy_spaces, run_setup
 from popmarl.structure import did_you_mean
@@ -41,131 +38,12 @@ OPPONENT_PREFIX = "opponent:"
 RANDOM_PREFIX = "random:"
 
 
-@attrs.frozen(kw_only=True)
-class JointPool:
-    """A joint meta-strategy: profiles (one policy per seat of ``agents``, named by
-    ``policy_ids``) drawn together."""
-
-    agents: tuple[str, ...]
-    profiles: tuple[tuple[Policy, ...], ...]
-    probabilities: np.ndarray
-    policy_ids: tuple[tuple[str, ...], ...] = ()
-
-    def draw(self, rng: np.random.Generator) -> dict[str, Policy]:
-        return dict(zip(self.agents, self.profiles[int(rng.choice(len(self.profiles), p=self.probabilities))]))
-
-
-@attrs.frozen(kw_only=True)
-class Pool:
-    """The final policies a seat plays and its meta-strategy over them; ``joint``: the
-    run's joint meta-strategy, when it has one (``mixture`` is then this seat's marginal).
-    ``space`` and ``algorithm`` (registered name and params) rebuild the policies, named
-    ``policy_ids``, in a backend's workers."""
-
-    policies: tuple[Policy, ...]
-    mixture: np.ndarray
-    policy_ids: tuple[str, ...]
-    space: PolicySpace
-    algorithm: tuple[str, Mapping[str, Any]]
-    joint: JointPool | None = None
-
-    def draw(self, rng: np.random.Generator) -> Policy:
-        return self.policies[int(rng.choice(len(self.policies), p=self.mixture))]
-
-    def renamed(self, prefix: str) -> Pool:
-        """The pool with its population (and policy ids) prefixed, to play beside another
-        run's populations of the same names."""
-        space = attrs.evolve(self.space, population=prefix + self.space.population)
-        return attrs.evolve(self, space=space, policy_ids=tuple(prefix + pid for pid in self.policy_ids),
-                            joint=None if self.joint is None else attrs.evolve(
-                                self.joint, policy_ids=tuple(tuple(prefix + pid for pid in profile)
-                                                             for profile in self.joint.policy_ids)))
-
-
 def draw_profile(pools: Mapping[str, Pool], agents: tuple[str, ...], rng: np.random.Generator) -> dict[str, Policy]:
     """One policy per agent: the seats of a joint meta-strategy drawn together, the others
     each from its own mixture."""
     joint = next((p.joint for p in pools.values() if p.joint is not None), None)
     profile = joint.draw(rng) if joint is not None else {}
     return {a: profile[a] if a in profile else pools[a].draw(rng) for a in agents}
-
-
-@attrs.frozen(kw_only=True)
-class LoadedRun:
-    """A run directory's config, env, agent mapping and final pools (one per agent), and
-    the registries its components were found in."""
-
-    config: RunConfig
-    env: Env
-    mapping: AgentMapping
-    pools: Mapping[str, Pool]
-    registries: Registries = attrs.field(factory=Registries.current)
-
-
-def load_run(path: str | Path, *, registries: RegistriesLike | None = None) -> LoadedRun:
-    """Rebuild a finished (or checkpointed) run's env and final meta-strategies (its
-    components looked up in ``registries``, as :func:`popmarl.run` takes them)."""
-    run = RunDirectory(path)
-    if not run.config_file.is_file():
-        raise UserError(f"{run.path}: not a run directory (no config.yaml)")
-    found = Registries.of(registries)
-    config = validate(read_yaml(run.config_file), source=str(run.config_file), registries=found)
-    env: Env = build("envs", config.env, "env.params", found)
-    mapping = AgentMapping.resolve(config.agents.mapping, env.agents)
-    spaces = policy_spaces(env, mapping)
-    specs = population_algorithms(config, mapping.populations)
-    algorithms = build_algorithms(specs, found)
-    summary = run.read_summary()
-    populations = summary.get("populations", {})
-    if not populations:
-        raise UserError(f"{run.summary_file}: the run has no populations yet")
-    for population in populations:
-        if population not in spaces:
-            raise UserError(f"{run.summary_file}: population {population!r} is not in the run's agent mapping")
-    # psro writes each seat's mixture; a summary without them (marl: the newest policy
-    # of each population) has one mixture per population, the same in all its seats.
-    seat_mixtures = summary.get("meta_strategies") or {}
-    loaded: dict[str, Policy] = {}  # policy id -> policy, one object shared by the seats
-    pools: dict[str, Pool] = {}
-    for agent in env.agents:
-        population = mapping.population_of[agent]
-        info = populations.get(population)
-        if info is None:
-            raise UserError(f"{run.summary_file}: no population {population!r} (agent {agent})")
-        mixture = np.asarray(seat_mixtures.get(agent, info["meta_strategy"]), dtype=float)
-        if len(mixture) != len(info["policies"]):
-            raise UserError(f"{run.summary_file}: agent {agent}'s meta-strategy has {len(mixture)} weights "
-                            f"for {len(info['policies'])} policies of population {population!r}")
-        chosen = [(pid, w) for pid, w in zip(info["policies"], mixture) if w > 0]
-        for pid, _ in chosen:
-            if pid not in loaded:
-                loaded[pid] = algorithms[population].make_policy(space=spaces[population], seed=0)
-                loaded[pid].set_weights(run.load_policy(pid))
-        weights = np.array([w for _, w in chosen])
-        pools[agent] = Pool(policies=tuple(loaded[pid] for pid, _ in chosen), mixture=weights / weights.sum(),
-                            policy_ids=tuple(pid for pid, _ in chosen), space=spaces[population],
-                            algorithm=(specs[population].name, dict(specs[population].params)))
-    joint = summary.get("joint_meta_strategy")
-    if joint:
-        joint_pool = _joint_pool(joint, loaded, run.summary_file)
-        pools = {a: attrs.evolve(pool, joint=joint_pool) for a, pool in pools.items()}
-    return LoadedRun(config=config, env=env, mapping=mapping, pools=pools, registries=found)
-
-
-def _joint_pool(joint: Mapping[str, Any], loaded: Mapping[str, Policy], source: Path) -> JointPool:
-    """The summary's ``joint_meta_strategy`` over the already loaded policies."""
-    agents, profiles = tuple(joint["agents"]), joint["profiles"]
-    probabilities = np.asarray(joint["probabilities"], dtype=float)
-    if len(profiles) != len(probabilities) or any(len(p) != len(agents) for p in profiles):
-        raise UserError(f"{source}: joint_meta_strategy needs one policy per seat of {list(agents)} in each "
-                        "profile and one probability per profile")
-    missing = sorted({pid for profile in profiles for pid in profile} - set(loaded))
-    if missing:
-        raise UserError(f"{source}: joint_meta_strategy names policies outside the seats' meta-strategies: "
-                        f"{', '.join(missing)}")
-    return JointPool(agents=agents, profiles=tuple(tuple(loaded[pid] for pid in p) for p in profiles),
-                     probabilities=probabilities / probabilities.sum(),
-                     policy_ids=tuple(tuple(p) for p in profiles))
 
 
 def random_pools(run: LoadedRun) -> dict[str, Pool]:

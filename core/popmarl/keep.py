@@ -15,7 +15,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from popmarl.records import TrainBudget, Weights
+from collections.abc import Mapping
+from typing import Any
+
+from popmarl.records import TrainBudget
+
+#: What a version's weights are to this bookkeeping: a policy's weights, or a team's by
+#: population (kept as given, never read).
+Weights = Mapping[str, Any]
 
 
 def keep_best_problem(*, window: int, episodes_per_update: int) -> str | None:

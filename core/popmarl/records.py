@@ -105,14 +105,16 @@ LEARNER_INITS = ("fresh", "from", "continue", "restore")
 @attrs.frozen(kw_only=True)
 class LearnerState:
     """Everything a learner is, in safe formats: its policy's weights and its trainer's
-    state (:data:`popmarl.trainer.TrainerState`: named files). With its population's
-    algorithm and ``seed``, enough to rebuild it exactly (``init: restore``)."""
+    state (:data:`popmarl.trainer.TrainerState`: named files); a team's other members'
+    weights by population (``members``). With its population's algorithm and ``seed``,
+    enough to rebuild it exactly (``init: restore``)."""
 
     key: str
     population: str
     seed: int
     weights: Weights
     trainer: Mapping[str, bytes] = attrs.field(factory=dict)
+    members: Mapping[str, Weights] = attrs.field(factory=dict)
 
 
 @attrs.frozen(kw_only=True)
@@ -160,7 +162,13 @@ class LearnerSpec:
 
     ``one_seat``: per episode it plays one of ``seats``, drawn uniformly (the other seats
     are the opponents'; a PSRO best response of a shared population); otherwise it plays
-    all of them in every episode (parameter sharing in co-learning)."""
+    all of them in every episode (parameter sharing in co-learning).
+
+    A **team**: ``seats`` of several populations (e.g. every seat of a ``per_player``
+    mapping, for a centralized critic or a mixer). It is one learner (one key, one
+    checkpoint, one update) whose trainer improves one policy per member population
+    (its algorithm, ``population``'s, must read the joint view); ``team_snapshots``
+    freeze the other members' policies (``snapshot`` freezes ``population``'s)."""
 
     key: str
     population: str
@@ -169,6 +177,7 @@ class LearnerSpec:
     init: LearnerInit = attrs.field(factory=LearnerInit)
     snapshot: PolicySpec | None = None
     one_seat: bool = False
+    team_snapshots: tuple[PolicySpec, ...] = ()
 
 
 @attrs.frozen(kw_only=True)

@@ -209,7 +209,8 @@ class OpponentCopy(Policy):
 @attrs.frozen(kw_only=True)
 class Seating:
     """A learner in play: its policy and the seats it plays (``one_seat``: one of them
-    per episode, drawn uniformly; otherwise all of them); ``name`` (its key) is what a
+    per episode, drawn uniformly; otherwise all of them); a team's other members play
+    their seats with their own policies (``seat_policies``); ``name`` (its key) is what a
     joint view calls it, and ``joint`` whether it learns from the joint view."""
 
     policy: Policy
@@ -217,6 +218,16 @@ class Seating:
     one_seat: bool = False
     name: str = "learner"
     joint: bool = False
+    seat_policies: Mapping[str, Policy] = attrs.field(factory=dict)
+
+    def policy_at(self, seat: str) -> Policy:
+        """The policy that plays ``seat``."""
+        return self.seat_policies.get(seat, self.policy)
+
+    @property
+    def policies(self) -> tuple[Policy, ...]:
+        """Every policy of the learner (a team's members), each once."""
+        return tuple({id(p): p for p in (self.policy, *self.seat_policies.values())}.values())
 
 
 class OpponentDraw:
@@ -364,7 +375,7 @@ class RolloutWorker:
                 seats = seating.seats
                 if seating.one_seat:
                     seats = (seats[int(rng.integers(len(seats)))],)
-                profile.update(dict.fromkeys(seats, seating.policy))
+                profile.update({seat: seating.policy_at(seat) for seat in seats})
             if self_play > 0 and rng.random() < self_play:
                 profile.update({a: copies[0] for a in self.agents if a not in profile})
             else:
@@ -372,17 +383,18 @@ class RolloutWorker:
             return profile, None
 
         names = {**opponents.names, **{id(copy): f"self-play:{s.name}" for copy, s in zip(copies, learners)},
-                 **{id(s.policy): s.name for s in learners}}
-        return self.run(sample, seed=seed, explore=True, learners=[s.policy for s in learners],
+                 **{id(p): s.name for s in learners for p in s.policies}}
+        return self.run(sample, seed=seed, explore=True, learners=[s.policies for s in learners],
                         opponent_epsilon=opponent_epsilon, joint=[s.joint for s in learners], names=names)
 
     def run(
-        self, sample: Sampler, *, seed: int, explore: bool, learners: Sequence[Policy] = (),
+        self, sample: Sampler, *, seed: int, explore: bool, learners: Sequence[Policy | Sequence[Policy]] = (),
         opponent_epsilon: float = 0.0, joint: Sequence[bool] = (), names: Mapping[int, str] | None = None,
     ) -> Rollouts:
         """Play episodes until ``sample`` returns None for every free slot. Policies in
         ``learners`` act with ``explore`` and their trajectories are kept; the others'
-        decisions are uniformly random with probability ``opponent_epsilon``.
+        decisions are uniformly random with probability ``opponent_epsilon``. A learner
+        given as several policies (a team's members) is one learner: their rows are its.
 
         A learner with ``joint[k]`` set gets the joint view of its games
         (:class:`~popmarl.trajectories.JointEpisodes`: every seat's rows, the state where
@@ -395,7 +407,8 @@ class RolloutWorker:
         rng = np.random.default_rng(act_seed)
         vec = self.env.vector(num_envs=self.num_envs, seed=env_seed)
         table = _Table(self.agents, self.num_envs)
-        learner_of = {id(p): k for k, p in enumerate(learners)}
+        learner_of = {id(p): k for k, entry in enumerate(learners)
+                      for p in (entry if isinstance(entry, Sequence) else (entry,))}
         kept: list[list[tuple[_Recorder, int]]] = [[] for _ in learners]
         tags: list[Any] = []
         returns: list[np.ndarray] = []
@@ -454,7 +467,7 @@ class RolloutWorker:
                     slot = int(step.finished[row])
                     tags.append(slot_tag[slot])
                     if whole is not None:
-                        self._file_joint(whole, table, slot, step, row, cuts, learner_of, joint_learners, names)
+                        self._file_joint(whole, table, slot, step, int(row), cuts, learner_of, joint_learners, names)
                     for agent, rec in recorders.items():
                         policy = table.policy_at(agent, slot)
                         k = learner_of.get(id(policy)) if policy is not None else None

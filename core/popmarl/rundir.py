@@ -171,8 +171,9 @@ class RunDirectory:
 
     # -- learner states -------------------------------------------------------------
     def _save_learners(self, name: str, learners: Mapping[str, LearnerState]) -> str:
-        """Each learner's state under ``checkpoints/<name>/<key>/``: ``weights.npz``, its
-        trainer's files in ``trainer/`` and ``learner.json`` naming them; return ``name``."""
+        """Each learner's state under ``checkpoints/<name>/<key>/``: ``weights.npz``, a
+        team's other members' ``member-<k>.npz``, its trainer's files in ``trainer/`` and
+        ``learner.json`` naming them; return ``name``."""
         root = self.checkpoints / name
         shutil.rmtree(root, ignore_errors=True)  # what an interrupted commit left
         for key, learner in learners.items():
@@ -186,8 +187,10 @@ class RunDirectory:
                     raise ValueError(f"learner {key}: trainer state file name {file!r} may use only letters, "
                                      "digits, _ . -")
                 write_bytes(where / "trainer" / file, data)
+            for k, weights in enumerate(learner.members.values()):
+                write_npz(where / f"member-{k}.npz", weights)
             write_json(where / "learner.json", {"key": key, "population": learner.population, "seed": learner.seed,
-                                                "trainer": sorted(learner.trainer)})
+                                                "trainer": sorted(learner.trainer), "members": list(learner.members)})
         return name
 
     def load_learners(self, state: Mapping[str, Any]) -> dict[str, LearnerState]:
@@ -202,9 +205,13 @@ class RunDirectory:
                 meta = json.loads(meta_file.read_text(encoding="utf-8"))
                 where = meta_file.parent
                 trainer = {file: (where / "trainer" / file).read_bytes() for file in meta["trainer"]}
+                # Written before teams existed: no members.
+                members = {str(p): self.read_weights(where / f"member-{k}.npz")
+                           for k, p in enumerate(meta.get("members", []))}
                 learners[meta["key"]] = LearnerState(key=meta["key"], population=meta["population"],
                                                      seed=int(meta["seed"]), trainer=trainer,
-                                                     weights=self.read_weights(where / "weights.npz"))
+                                                     weights=self.read_weights(where / "weights.npz"),
+                                                     members=members)
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise CheckpointError(f"{root}: corrupt learner checkpoint ({exc.__class__.__name__}: {exc})") from None
         if not learners:

@@ -26,7 +26,6 @@ import numpy as np
 from popmarl.answering import PolicyOf, exact_answer
 from popmarl.keep import KeptWeights
 from popmarl.learner import Learner, LearnerError, Learners
-from popmarl.policy import Policy
 from popmarl.progress import TrainingProgress
 from popmarl.records import EpisodeBatch, FrozenPolicy, LearnerSpec, LearnerState, TrainResult, TrainTask, Weights
 from popmarl.rollout import OpponentDraw, RolloutWorker, Seating
@@ -56,9 +55,10 @@ class Feed(ABC):
     """Where a learner group's episodes come from, and where its weights go."""
 
     @abstractmethod
-    def publish(self, key: str, policy: Policy) -> tuple[int, Weights | None]:
-        """``policy``'s weights are learner ``key``'s next version, from now on played by
-        the feed; returns that version and the weights when the feed read them (else None)."""
+    def publish(self, key: str, learner: Learner) -> tuple[int, TeamWeights | None]:
+        """``learner``'s weights (:meth:`~popmarl.learner.Learner.weights`) are its next
+        version, from now on played by the feed; returns that version and the weights
+        when the feed read them (else None)."""
 
     @abstractmethod
     def next(self) -> Fed:
@@ -77,8 +77,18 @@ class Feed(ABC):
         """The task is over (also when it failed)."""
 
 
-#: Makes the feed of a task's training learners.
-FeedFactory = Callable[[TrainTask, Group, PolicyOf], Feed]
+#: Makes the feed of a task's training learners (``population_of``: each seat's population).
+FeedFactory = Callable[[TrainTask, Group, PolicyOf, Mapping[str, str]], Feed]
+#: A learner's weights by member population (one entry unless it is a team).
+TeamWeights = Mapping[str, Weights]
+
+
+def seating(spec: LearnerSpec, learner: Learner, population_of: Mapping[str, str]) -> Seating:
+    """How ``learner`` plays ``spec``'s seats (a team: each seat with its population's policy)."""
+    return Seating(policy=learner.policy, seats=spec.seats, one_seat=spec.one_seat, name=spec.key,
+                   joint=learner.agent.algorithm.joint_view,
+                   seat_policies={seat: learner.members[population_of[seat]] for seat in spec.seats
+                                  if seat not in learner.agent.space.agents})
 
 
 class LocalFeed(Feed):
@@ -86,17 +96,17 @@ class LocalFeed(Feed):
     left) with the learners' current policies against opponents drawn per game; every
     part of a round is played with the newest version."""
 
-    def __init__(self, rollout: RolloutWorker, task: TrainTask, group: Group, policy_of: PolicyOf) -> None:
+    def __init__(self, rollout: RolloutWorker, task: TrainTask, group: Group, policy_of: PolicyOf,
+                 population_of: Mapping[str, str]) -> None:
         self.rollout = rollout
         self.task = task
-        self.seatings = [Seating(policy=learner.policy, seats=spec.seats, one_seat=spec.one_seat, name=spec.key,
-                                 joint=learner.agent.algorithm.joint_view) for spec, learner in group]
+        self.seatings = [seating(spec, learner, population_of) for spec, learner in group]
         self.keys = [spec.key for spec, _ in group]
         self.draw = OpponentDraw.of(task.opponents, task.joint, policy_of)
         self.versions = dict.fromkeys(self.keys, 0)
         self.rounds = self.env_steps = self.episodes = 0
 
-    def publish(self, key: str, policy: Policy) -> tuple[int, Weights | None]:
+    def publish(self, key: str, learner: Learner) -> tuple[int, TeamWeights | None]:
         self.versions[key] += 1
         return self.versions[key], None
 
@@ -120,7 +130,7 @@ class LocalFeed(Feed):
 
 def local_feed(rollout: RolloutWorker) -> FeedFactory:
     """Tasks fed by ``rollout`` in this process."""
-    return lambda task, group, policy_of: LocalFeed(rollout, task, group, policy_of)
+    return lambda task, group, policy_of, population_of: LocalFeed(rollout, task, group, policy_of, population_of)
 
 
 def run_task(task: TrainTask, *, learners: Learners, policy_of: PolicyOf, rollout: RolloutWorker | None = None,
@@ -139,12 +149,12 @@ def run_task(task: TrainTask, *, learners: Learners, policy_of: PolicyOf, rollou
     group = [(spec, prepared[spec.key]) for spec in task.learners
              if spec.key in prepared and prepared[spec.key].trainer is not None]
     learner_metrics: dict[str, dict[str, float]] = {spec.key: {} for spec in task.learners}
-    final: dict[str, Weights] = {}
+    final: dict[str, TeamWeights] = {}
     feed_metrics: dict[str, float] = {}
     team_returns: list[float] = []
     env_steps = episodes = 0
     if group:
-        source = feed(task, group, policy_of)
+        source = feed(task, group, policy_of, learners.population_of)
         try:
             final, env_steps, episodes, team_returns = _train(task, group, source, learner_metrics, start)
         finally:
@@ -152,12 +162,12 @@ def run_task(task: TrainTask, *, learners: Learners, policy_of: PolicyOf, rollou
         feed_metrics = source.metrics()
     policies = []
     for spec in task.learners:
-        if spec.snapshot is None:
+        snapshots = ([spec.snapshot] if spec.snapshot is not None else []) + list(spec.team_snapshots)
+        if not snapshots:
             continue
-        weights = answered[spec.key] if spec.key in answered else final.get(spec.key)
-        if weights is None:
-            weights = prepared[spec.key].policy.get_weights()
-        policies.append(FrozenPolicy(spec=spec.snapshot, weights=weights))
+        weights: TeamWeights = ({spec.population: answered[spec.key]} if spec.key in answered
+                                else final.get(spec.key) or prepared[spec.key].weights())
+        policies += [FrozenPolicy(spec=snapshot, weights=weights[snapshot.population]) for snapshot in snapshots]
     metrics = {"train_time_s": time.monotonic() - start, **feed_metrics}
     if team_returns:
         metrics["train_mean_team_return"] = float(np.mean(team_returns))
@@ -171,7 +181,7 @@ def run_task(task: TrainTask, *, learners: Learners, policy_of: PolicyOf, rollou
 
 
 def _train(task: TrainTask, group: Group, feed: Feed, learner_metrics: dict[str, dict[str, float]],
-           start: float) -> tuple[dict[str, Weights], int, int, list[float]]:
+           start: float) -> tuple[dict[str, TeamWeights], int, int, list[float]]:
     """The loop over ``feed``'s rounds; returns each learner's final weights (``keep``
     applied), the env steps and games played, and the games' team returns."""
     budget = task.budget
@@ -182,9 +192,9 @@ def _train(task: TrainTask, group: Group, feed: Feed, learner_metrics: dict[str,
     team_returns: list[float] = []
 
     def publish(key: str, learner: Learner) -> None:
-        version, weights = feed.publish(key, learner.policy)
+        version, weights = feed.publish(key, learner)
         if kept[key].best:
-            kept[key].published(version, weights if weights is not None else learner.policy.get_weights())
+            kept[key].published(version, weights if weights is not None else learner.weights())
         kept[key].forget_older(feed.oldest(key, version))
 
     for spec, learner in group:
@@ -199,11 +209,11 @@ def _train(task: TrainTask, group: Group, feed: Feed, learner_metrics: dict[str,
                 returns = _returns(data)
                 progress.played(spec.key, returns)
                 kept[spec.key].played(version, returns)
-            data = _joined([data for _, data in parts])
-            if data is not None and len(data):
+            joined = _joined([data for _, data in parts])
+            if joined is not None and len(joined):
                 got = True
                 assert learner.trainer is not None
-                update = learner.trainer.update(data)  # type: ignore[arg-type]  # a joint view for joint learners
+                update = learner.trainer.update(joined)  # type: ignore[arg-type]  # a joint view for joint learners
                 learner_metrics[spec.key].update({k: float(v) for k, v in update.items()})
                 updates[spec.key] += 1
                 publish(spec.key, learner)
@@ -214,7 +224,7 @@ def _train(task: TrainTask, group: Group, feed: Feed, learner_metrics: dict[str,
     for spec, _ in group:
         learner_metrics[spec.key].update({"updates": float(updates[spec.key]),
                                           **progress.learners[spec.key].metrics(), **kept[spec.key].metrics()})
-    final = {spec.key: kept[spec.key].final(learner.policy.get_weights()) for spec, learner in group}
+    final = {spec.key: kept[spec.key].final(learner.weights()) for spec, learner in group}
     return final, fed.env_steps, fed.episodes, team_returns
 
 

@@ -241,3 +241,71 @@ def test_an_algorithm_that_needs_state_is_refused_on_an_env_without(tmp_path: An
                                           r"state, and env PettingZooEnv has none"):
         popmarl.run(config, out=tmp_path / "run", registries=registries)
     assert not (tmp_path / "run").exists()
+
+
+def _team_agents(env: Env, algorithm: Algorithm, names: Mapping[str, str] | None = None) -> dict[str, Any]:
+    from popmarl.agent import AgentInterface
+
+    return {seat: AgentInterface(space=PolicySpace(population=seat, agents=(seat,),
+                                                   observation_space=env.observation_space(seat),
+                                                   action_space=env.action_space(seat)),
+                                 algorithm=algorithm, env=env, algorithm_name=(names or {}).get(seat, "joint_random"))
+            for seat in env.agents}
+
+
+def _snapshot(population: str) -> Any:
+    from popmarl.records import PolicySpec
+
+    return PolicySpec(policy_id=f"{population}/1", population=population, algorithm="joint_random", iteration=1)
+
+
+def test_a_team_learner_owns_seats_of_two_populations_with_one_update_and_one_checkpoint(tmp_path: Any) -> None:
+    """Speaker and listener are two populations (``per_player``); one team learner plays
+    both: one trainer, given both policies and spaces, one joint view per round, a
+    snapshot per population, one state that rebuilds the team."""
+    from popmarl.learner import Learners
+    from popmarl.rundir import RunDirectory
+    from popmarl.training import run_task
+
+    env = _pz("mpe2.simple_speaker_listener_v4")
+    speaker, listener = env.agents
+    learners = Learners(_team_agents(env, _JointRandom()))
+    spec = LearnerSpec(key="team", population=speaker, seats=(speaker, listener), seed=1,
+                       snapshot=_snapshot(speaker), team_snapshots=(_snapshot(listener),))
+    task = TrainTask(learners=(spec,), seed=3, budget=TrainBudget(max_episodes=8, episodes_per_update=4),
+                     return_state=True)
+    result = run_task(task, learners=learners, rollout=RolloutWorker(env=env, num_envs=4), policy_of={}.__getitem__)
+    trainer = _JointRandom.made[-1]
+    assert trainer.context is not None and set(trainer.context.policies) == {speaker, listener}
+    assert trainer.context.spaces[listener].action_space == env.action_space(listener)
+    assert trainer.context.policies[listener] is learners.held["team"].members[listener]
+    assert [len(b) for b in trainer.received] == [4, 4] and all(b.own.all() for b in trainer.received)
+    assert all(b.policy_names == ("team",) for b in trainer.received)
+    by_population = {p.spec.population: p.weights for p in result.policies}
+    assert {k: int(v["n_actions"]) for k, v in by_population.items()} == {speaker: 3, listener: 5}
+    state = result.states["team"]
+    assert state.population == speaker and int(state.members[listener]["n_actions"]) == 5
+    # One checkpoint: saved and read back with its members; the team is rebuilt from it.
+    run_dir = RunDirectory(tmp_path / "run")
+    run_dir.create("scenario: {name: marl}\n")
+    run_dir.commit({"iteration": 1}, {}, learners={"team": state})
+    (loaded,) = run_dir.load_learners(run_dir.load_state()[0]).values()
+    assert int(loaded.members[listener]["n_actions"]) == 5
+    rebuilt = Learners(_team_agents(env, _JointRandom())).rebuild(loaded, seats=spec.seats)
+    assert set(rebuilt.members) == {speaker, listener}
+
+
+def test_a_team_needs_one_algorithm_that_reads_the_joint_view() -> None:
+    from popmarl.builtin.random_policy import RandomAlgorithm
+    from popmarl.learner import LearnerError, Learners
+
+    env = _pz("mpe2.simple_speaker_listener_v4")
+    speaker, listener = env.agents
+    spec = LearnerSpec(key="team", population=speaker, seats=(speaker, listener), seed=1)
+    with pytest.raises(LearnerError, match=r"^learner team: algorithm random learns from its own seats' decisions, "
+                                           r"so it cannot train a team over populations speaker_0, listener_0"):
+        Learners(_team_agents(env, RandomAlgorithm(), {speaker: "random", listener: "random"})).prepare(
+            spec, {}.__getitem__)
+    with pytest.raises(LearnerError, match=r"^learner team: a team over populations speaker_0, listener_0 trains "
+                                           r"with one algorithm, and listener_0 do not use joint_random"):
+        Learners(_team_agents(env, _JointRandom(), {listener: "ppo"})).prepare(spec, {}.__getitem__)

@@ -14,6 +14,7 @@ from typing import Literal
 import attrs
 import numpy as np
 
+from popmarl.builtin.matrix_match import MatrixMatch
 from popmarl.env import CorrelatedProfile, ExactEnv, MixedProfile, Profile, Step, VectorEnv
 from popmarl.errors import ConfigError
 from popmarl.metagame import batch_expected_payoffs, deviation_payoffs, nash_conv
@@ -157,6 +158,18 @@ class MatrixEnv(ExactEnv):
 
     def vector(self, *, num_envs: int, seed: int) -> VectorEnv:
         return _MatrixVector(self, num_envs)
+
+    def observe(self, agent: str, observation: object, action_mask: np.ndarray | None = None) -> Observations:
+        """The one decision of a normal-form game: its constant observation (``observation``
+        is not read; pass None), with ``action_mask`` where given."""
+        if agent not in self._agents:
+            raise ValueError(f"agent {agent!r}: not a player of this game; its agents: {', '.join(self._agents)}")
+        mask = None if action_mask is None else np.asarray(action_mask, dtype=bool).reshape(1, -1)
+        return Observations(obs=np.ones((1, 1), np.float32), mask=mask, agent=agent)
+
+    def match(self, seat: str, *, seed: int) -> MatrixMatch:
+        """A game for a person in ``seat`` (``popmarl play``)."""
+        return MatrixMatch(payoffs=self.payoffs, agents=self._agents, seat=seat, game=self.config.game)
 
     def _strategies(self, profile: Mapping[str, object]) -> list[np.ndarray]:
         return [strategy_of(profile[a], self.payoffs.shape[1 + k]) for k, a in enumerate(self._agents)]

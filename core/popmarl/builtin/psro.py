@@ -207,6 +207,7 @@ class PSRO(IterativeScenario):
         metrics = self._metrics(state, results, train_steps + eval_steps, iteration_time,
                                 exact=(answered, exact_entries), train_time=train_time, eval_time=eval_time,
                                 solve_time=solve_time)
+        metrics.update(self.approx_nash_conv(state))
         state.history.append(metrics)
         state.wall_time_s = self.elapsed()
         self._commit(state)
@@ -392,6 +393,43 @@ class PSRO(IterativeScenario):
         if isinstance(env, ExactEnv) and env.supports_exact():
             return float(env.nash_conv(self._mixed_profile(state)))
         return None
+
+    def approx_nash_conv(self, state: PSROState) -> dict[str, float]:
+        """Every ``evaluation.approx_nash_conv_every`` iterations: the meta-strategy's
+        approximate NashConv (CCE gap for a joint one) from fresh RL best responses
+        (:mod:`popmarl.exploit`), trained on a local backend of their own from seeds of
+        their own, so the run's streams, and a resumed run, stay as they would be."""
+        ctx = self.ctx
+        evaluation = ctx.config.evaluation
+        every = evaluation.approx_nash_conv_every
+        if every is None or state.iteration % every:
+            return {}
+        from popmarl.config import ComponentConfig, population_algorithms
+        from popmarl.exploit import DEFAULT_ENV_STEPS, MetaStrategy, exploit, response_algorithms
+        from popmarl.registries import Registries
+
+        found = Registries.current()
+        specs = population_algorithms(ctx.config, ctx.mapping.populations)
+        axis_ids = self._axis_ids(state.policies)
+        supports = [[(pid, w) for pid, w in zip(axis_ids[k], state.meta[k]) if w > 0] for k in range(len(axis_ids))]
+        mixtures = tuple(Opponents(agent=a, population=ctx.mapping.population_of[a],
+                                   policy_ids=tuple(pid for pid, _ in supports[k]),
+                                   mixture=np.array([w for _, w in supports[k]]))
+                         for k, a in enumerate(ctx.env.agents))
+        joint = None
+        if state.joint is not None:
+            support = self.joint_meta_strategy(state)
+            joint = JointOpponents(agents=tuple(support["agents"]), profiles=tuple(map(tuple, support["profiles"])),
+                                   probabilities=np.asarray(support["probabilities"]))
+        used = sorted({pid for m in mixtures for pid in m.policy_ids})
+        meta = MetaStrategy(mixtures=mixtures, joint=joint, spaces=ctx.spaces, algorithms=specs,
+                            weights={pid: self.policies[pid].get_weights() for pid in used})
+        algorithms = response_algorithms(ctx.env.agents, ctx.mapping.population_of, specs, None, found)
+        report = exploit(ctx.config, ctx.env, meta, algorithms=algorithms,
+                         env_steps=evaluation.approx_nash_conv_env_steps or DEFAULT_ENV_STEPS,
+                         seed=derive_seed(ctx.config.seed, state.iteration, 7_919_000),
+                         backend=ComponentConfig(name="local"), registries=found)
+        return report.metrics()
 
     def population_meta(self, state: PSROState, population: str) -> np.ndarray:
         """A population's meta-strategy: the mean of its seats' mixtures."""

@@ -120,7 +120,7 @@ def test_on_policy_learner_updates_only_on_episodes_of_its_current_version(on_po
     task = TrainTask(learners=(spec,), seed=0, budget=TrainBudget(max_episodes=4 + 2 * 7, episodes_per_update=4),
                      return_state=True)
 
-    def feed(task: TrainTask, group: Any, policy_of: Any) -> RayFeed:
+    def feed(task: TrainTask, group: Any, policy_of: Any, population_of: Any) -> RayFeed:
         return RayFeed(params=params, data=data, attempt=attempt, task=task, group=group, max_staleness=2)
 
     result = run_task(task, learners=learners, policy_of={}.__getitem__, feed=feed)

@@ -15,13 +15,14 @@ import attrs
 import numpy as np
 import ray
 
-from popmarl.algorithm import PolicySpace
+from popmarl.algorithm import PolicySpace, TrainerContext
 from popmarl.backend import Components, RunSetup
 from popmarl.builtin.matrix_env import MatrixEnv
 from popmarl.population import AgentMapping
 from popmarl.records import Episode, LearnerSpec, Observations, Opponents, PolicySpec, TrainBudget, TrainTask
 from popmarl.runner import policy_spaces
 from popmarl.trainer import Trainer
+from popmarl.trajectories import JointEpisodes
 from popmarl_ray import RayBackend
 from ray_helpers import Bandit, BanditPolicy, BanditTrainer, run, with_bandit
 
@@ -140,3 +141,68 @@ def test_two_learners_of_one_population_train_at_the_same_time(tmp_path: Path) -
     merged = sorted([(t, 0) for t in first] + [(t, 1) for t in second])
     switches = sum(1 for (_, a), (_, b) in zip(merged, merged[1:]) if a != b)
     assert switches >= 3, merged
+
+
+class TeamBanditTrainer(Trainer):
+    """One trainer over a team's bandits: each member learns its seat's first action's
+    return from the joint view of the team's games."""
+
+    def __init__(self, policies: Mapping[str, Any], log: str) -> None:
+        self.policies = policies
+        self.log = log
+
+    def update(self, episodes: Any) -> Mapping[str, float]:
+        assert isinstance(episodes, JointEpisodes)
+        _note(self.log, "update")
+        for k, seat in enumerate(episodes.seats):
+            policy = self.policies[seat]  # per_player: the seat's population is named after it
+            for action, ret in zip(episodes.rows[seat].actions[episodes.starts[:-1]], episodes.returns[:, k]):
+                policy.n[action] += 1
+                policy.q[action] += (ret - policy.q[action]) / policy.n[action]
+        return {"games": float(len(episodes))}
+
+    def state(self) -> Mapping[str, bytes]:
+        return {}
+
+    def load_state(self, state: Mapping[str, bytes]) -> None:
+        pass
+
+
+class TeamBandit(LoggedBandit):
+    joint_view = True
+
+    def make_trainer(self, *, policy: Any, space: PolicySpace, seed: int,
+                     context: TrainerContext | None = None) -> Trainer:
+        assert context is not None
+        return TeamBanditTrainer(context.policies, self.config.log)
+
+
+def test_a_team_of_two_populations_trains_on_ray_from_the_workers_games(tmp_path: Path) -> None:
+    env = MatrixEnv(game="rps")
+    mapping = AgentMapping.resolve("per_player", env.agents)
+    spaces = policy_spaces(env, mapping)
+    log = tmp_path / "log"
+    setup = RunSetup(env_name="matrix", env_params={"game": "rps"}, mapping=mapping, spaces=spaces, seed=0,
+                     algorithms={p: ("team_bandit", {"log": str(log)}) for p in spaces},
+                     local_components={("algorithms", "team_bandit"): TeamBandit})
+    backend = RayBackend(num_rollout_workers=2)
+    backend.start(setup, Components(env=env, algorithms={p: TeamBandit(log=str(log)) for p in spaces}))
+
+    def snapshot(population: str) -> PolicySpec:
+        return PolicySpec(policy_id=f"{population}/1", population=population, algorithm="team_bandit", iteration=1)
+
+    try:
+        spec = LearnerSpec(key="team", population="player_0", seats=("player_0", "player_1"), seed=0,
+                           snapshot=snapshot("player_0"), team_snapshots=(snapshot("player_1"),))
+        (result,) = backend.train([TrainTask(learners=(spec,), seed=0, return_state=True,
+                                             budget=TrainBudget(max_env_steps=800, episodes_per_update=50))])
+        pids = backend.learner_pids()
+        workers = set(backend.worker_pids())
+    finally:
+        backend.close()
+    counts = {p.spec.population: float(p.weights["n"].sum()) for p in result.policies}
+    assert set(counts) == {"player_0", "player_1"} and counts["player_0"] == counts["player_1"] >= 300
+    assert set(result.states["team"].members) == {"player_1"}
+    acting = {pid for pid, _ in _notes(log, "act")}
+    assert acting and acting <= workers and not acting & set(pids.values())
+    assert {pid for pid, _ in _notes(log, "update")} <= set(pids.values())

@@ -21,10 +21,13 @@ import pyspiel
 
 from popmarl.env import CorrelatedProfile, ExactEnv, MixedProfile, Profile
 from popmarl.errors import ConfigError
+from popmarl.records import Observations
 from popmarl.spaces import Box, Discrete
 from popmarl_openspiel.exact import ExactGame
 from popmarl_openspiel.export import write_policy
 from popmarl_openspiel.game import ObservationKind, SpielGame, base_name, unknown_game_message
+from popmarl_openspiel.match import OpenSpielMatch
+from popmarl_openspiel.observe import observe_state
 from popmarl_openspiel.tree import NotPerfectRecall, TreeTooLarge, build_tree
 from popmarl_openspiel.vector import OpenSpielVector, TensorFill, tensor_fill
 from popmarl_openspiel.tabular import player_of
@@ -71,6 +74,7 @@ class OpenSpielEnv(ExactEnv):
         self._agents = tuple(self.spiel.agent(p) for p in range(self.spiel.num_players))
         self.zero_sum = self.spiel.zero_sum
         self.has_chance = self.spiel.has_chance
+        self.state_space = Box(shape=(self.spiel.state_size,))  # type: ignore[arg-type]  # attrs converter
         self._exact: ExactGame | None = None
         self._exact_problem: str | None = None
         self._fill: TensorFill | None = None
@@ -90,6 +94,14 @@ class OpenSpielEnv(ExactEnv):
         if self._fill is None:
             self._fill = tensor_fill(self.spiel)
         return OpenSpielVector(self.spiel, num_envs=num_envs, seed=seed, fill=self._fill)
+
+    def observe(self, agent: str, observation: object, action_mask: np.ndarray | None = None) -> Observations:
+        """``agent``'s batch at a pyspiel state of this game (:func:`observe_state`)."""
+        return observe_state(self.spiel, agent, observation, action_mask)
+
+    def match(self, seat: str, *, seed: int) -> OpenSpielMatch:
+        """A game for a person in ``seat`` (``popmarl play``)."""
+        return OpenSpielMatch(self.spiel, seat, seed=seed)
 
     # -- exact evaluation -------------------------------------------------------------------
     def _why_not_exact(self) -> str | None:

@@ -15,12 +15,16 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 import attrs
+import gymnasium.spaces as gs
+import numpy as np
 from popmarl.env import Env, VectorEnv
 from popmarl.errors import ConfigError
+from popmarl.records import Observations
 from popmarl.spaces import Box, Discrete
 
 from popmarl_pettingzoo.loading import MODULE, Api, choose_factory, construct, default_path, import_target
-from popmarl_pettingzoo.spaces import MASK_KEY, ActionCodec, ObservationCodec, mask_source
+from popmarl_pettingzoo.match import PettingZooMatch
+from popmarl_pettingzoo.spaces import MASK_KEY, ActionCodec, ObservationCodec, box_of, mask_source
 from popmarl_pettingzoo.vector import AECVector, ParallelVector
 
 _IMPORT_PATH = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*(:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*)?")
@@ -83,6 +87,7 @@ class PettingZooEnv(Env):
         probe = self._make()
         try:
             self._agents, self._observations, self._actions = _describe(probe, self.api, cfg.flatten, cfg.module)
+            self.state_space = _state_space(probe, cfg.flatten)
         finally:
             probe.close()
         self._idle: list[Any] = []
@@ -104,10 +109,42 @@ class PettingZooEnv(Env):
     def action_space(self, agent: str) -> Discrete | Box:
         return self._actions[agent].space
 
+    def observe(self, agent: str, observation: object, action_mask: np.ndarray | None = None) -> Observations:
+        """``agent``'s batch for one PettingZoo observation: the dict the env gives (with
+        its mask), or its observation array with ``action_mask``."""
+        if agent not in self._observations:
+            raise ValueError(f"agent {agent!r}: not an agent of {self.config.module}; its agents: {', '.join(self._agents)}")
+        return self._observations[agent].one(observation, action_mask)
+
+    def match(self, seat: str, *, seed: int) -> PettingZooMatch:
+        """A game for a person in ``seat`` (``popmarl play``)."""
+        return PettingZooMatch(make=self._make, api=self.api, module=self.config.module, agents=self._agents,
+                               observations=self._observations, actions=self._actions,
+                               max_steps=self.config.max_steps, seat=seat, seed=seed)
+
     def vector(self, *, num_envs: int, seed: int) -> VectorEnv:
         cls = AECVector if self.api == "aec" else ParallelVector
         return cls(make=self._copy, agents=self._agents, observations=self._observations, actions=self._actions,
-                   num_envs=num_envs, seed=seed, max_steps=self.config.max_steps, release=self._idle.extend)
+                   num_envs=num_envs, seed=seed, max_steps=self.config.max_steps, release=self._idle.extend,
+                   state_shape=None if self.state_space is None else self.state_space.shape)
+
+
+def _state_space(env: Any, flatten: bool) -> Box | None:
+    """The global state's space, where the env implements ``state()`` (read once from a
+    freshly reset env: ``_describe`` reset it), else None. Its ``state_space`` gives the
+    bounds where it is a Box; 1-D when ``flatten``."""
+    state_of = getattr(env, "state", None)
+    if not callable(state_of):  # e.g. rps_v2 keeps a dict named state
+        return None
+    try:
+        state = np.asarray(state_of(), dtype=np.float32)
+    except (NotImplementedError, AttributeError, TypeError, ValueError):
+        return None
+    shape = (int(state.size),) if flatten else state.shape
+    declared = getattr(env, "state_space", None)
+    if isinstance(declared, gs.Box) and declared.shape == state.shape:
+        return box_of(declared, shape)
+    return Box(shape=shape, low=-np.inf, high=np.inf)
 
 
 def _describe(env: Any, api: Api, flatten: bool, path: str) -> tuple[

@@ -83,6 +83,30 @@ class ObservationCodec:
                     mask[row] = found
         return Observations(obs=out.reshape(k, *self.shape), mask=mask, agent=self.agent)
 
+    def one(self, observation: Any, action_mask: np.ndarray | None = None) -> Observations:
+        """A one-row batch of one native observation: as the env gives it (a dict with
+        its ``observation`` and ``action_mask`` entries), or its ``observation`` entry
+        alone. The mask is ``action_mask`` where given, else the observation's own; with
+        neither, every action is legal."""
+        value = observation
+        if self._entry is not None and isinstance(observation, Mapping):
+            value = observation[self._entry]
+        try:
+            row = np.asarray(value if self._reader is None else self._reader(value), dtype=np.float32)
+            row = row.reshape(1, *self.shape)
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            raise ValueError(f"agent {self.agent!r}: the observation does not fit its space (shape "
+                             f"{self._raw_shape}): {exc}") from None
+        if action_mask is None and isinstance(observation, Mapping) and MASK_KEY in observation:
+            action_mask = observation[MASK_KEY]
+        if not self.n_actions:
+            return Observations(obs=row, agent=self.agent)
+        mask = np.ones((1, self.n_actions), bool) if action_mask is None else np.asarray(action_mask, dtype=bool)
+        if mask.size != self.n_actions:
+            raise ValueError(f"agent {self.agent!r}: an action mask of {mask.size} entries for its "
+                             f"{self.n_actions} actions")
+        return Observations(obs=row, mask=mask.reshape(1, self.n_actions), agent=self.agent)
+
 
 class ActionCodec:
     """Maps one agent's batch of policy actions to env actions (Python ints for

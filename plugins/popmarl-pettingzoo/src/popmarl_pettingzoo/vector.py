@@ -175,7 +175,7 @@ class _Vector(VectorEnv):
             truncated=np.array([f[2] for f in finished], dtype=bool),
             final=_final_batches(finished),
             state=states,
-            final_state=None if states is None else np.stack([f[4] for f in finished]),
+            final_state=None if states is None else np.stack([f[4] for f in finished if f[4] is not None]),
         )
 
     @abstractmethod

@@ -113,7 +113,7 @@ class RolloutWorkerActor(_Actor):
         super().__init__(setup, local, num_cpus)
         self.params = params
         self.data = data
-        self._acting: dict[str, tuple[int, Policy]] = {}
+        self._acting: dict[str, tuple[int, dict[str, Policy]]] = {}
 
     def use_servers(self, params: Any, data: Any) -> None:
         """Call these servers from now on (they replace dead ones; versions start anew)."""
@@ -132,40 +132,48 @@ class RolloutWorkerActor(_Actor):
         """Play ``episodes`` games of every learner of training attempt ``key`` (each with
         the newest weights it has published, in its seats) against the task's opponents,
         and queue each learner's share on its stream."""
-        acting = [self._acting_policy(stream_of(key, spec.key), spec, task) for spec in task.learners]
+        acting = [self._acting_policies(stream_of(key, spec.key), spec, task) for spec in task.learners]
         if any(a is None for a in acting):
             return ExploreReport(env_steps=0, episodes=0, version=0, accepted=False)
-        agents = self.executor.agents
+        agents, population_of = self.executor.agents, self.executor.learners.population_of
+        seatings = []
+        for spec, entry in zip(task.learners, acting):
+            assert entry is not None
+            members = entry[1]
+            seatings.append(Seating(policy=members[spec.population], seats=spec.seats, one_seat=spec.one_seat,
+                                    name=spec.key, joint=agents[spec.population].algorithm.joint_view,
+                                    seat_policies={seat: members[population_of[seat]] for seat in spec.seats
+                                                   if seat not in agents[spec.population].space.agents}))
         played = self.executor.train_rollout.explore(
-            learners=[Seating(policy=policy, seats=spec.seats, one_seat=spec.one_seat, name=spec.key,
-                              joint=agents[spec.population].algorithm.joint_view)
-                      for spec, (_, policy) in zip(task.learners, acting) if policy is not None],
-            opponents=OpponentDraw.of(task.opponents, task.joint, self.executor.policy), max_episodes=episodes,
-            max_steps=None, seed=seed, self_play=task.budget.self_play,
+            learners=seatings, opponents=OpponentDraw.of(task.opponents, task.joint, self.executor.policy),
+            max_episodes=episodes, max_steps=None, seed=seed, self_play=task.budget.self_play,
             opponent_epsilon=task.budget.opponent_epsilon,
         )
-        items = [(stream_of(key, spec.key), version, trajectories)
-                 for spec, (version, _), trajectories in zip(task.learners, acting, played.episodes)]
+        items = [(stream_of(key, spec.key), entry[0], trajectories)
+                 for spec, entry, trajectories in zip(task.learners, acting, played.episodes) if entry is not None]
         accepted = bool(ray.get(self.data.put_many.remote(items, len(played.tags), played.env_steps,
                                                           played.returns.sum(axis=1).tolist())))
-        return ExploreReport(env_steps=played.env_steps, episodes=len(played.tags), version=acting[0][0],
+        return ExploreReport(env_steps=played.env_steps, episodes=len(played.tags), version=items[0][1],
                              accepted=accepted)
 
-    def _acting_policy(self, stream: str, spec: LearnerSpec, task: TrainTask) -> tuple[int, Policy] | None:
-        """The learner's newest weights, pulled only when newer than the copy held."""
-        have, policy = self._acting.get(stream, (0, None))
+    def _acting_policies(self, stream: str, spec: LearnerSpec, task: TrainTask) -> tuple[int, dict[str, Policy]] | None:
+        """The learner's newest weights (a policy per member population), pulled only
+        when newer than the copy held."""
+        have, members = self._acting.get(stream, (0, None))
         pulled = ray.get(self.params.pull.remote(stream, have))
         if pulled is not None:
             version, (ref,) = pulled
-            if policy is None:
-                policy = self.executor.agents[spec.population].make_policy(seed=task.seed)
-            policy.set_weights(writable(ray.get(ref)))
+            weights = ray.get(ref)
+            if members is None:
+                members = {p: self.executor.agents[p].make_policy(seed=task.seed) for p in weights}
+            for population, policy in members.items():
+                policy.set_weights(writable(weights[population]))
             self._acting.pop(stream, None)
-            self._acting[stream] = (version, policy)
+            self._acting[stream] = (version, members)
             while len(self._acting) > ACTING_CACHE:
                 self._acting.pop(next(iter(self._acting)))
             have = version
-        return None if policy is None else (have, policy)
+        return None if members is None else (have, members)
 
 
 class LearnerActor(_Actor):
@@ -188,7 +196,7 @@ class LearnerActor(_Actor):
         """Run ``task``; its learners' episodes and weights go under attempt ``key``."""
         executor = self.executor
 
-        def feed(task: TrainTask, group: Group, policy_of: Any) -> RayFeed:
+        def feed(task: TrainTask, group: Group, policy_of: Any, population_of: Any) -> RayFeed:
             return RayFeed(params=self.params, data=self.data, attempt=key, task=task, group=group,
                            max_staleness=self.max_staleness)
 

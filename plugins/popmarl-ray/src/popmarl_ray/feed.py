@@ -21,9 +21,9 @@ from typing import Any
 import ray
 
 from popmarl.errors import PopmarlError
-from popmarl.policy import Policy
-from popmarl.records import TrainTask, Weights
-from popmarl.training import Fed, Feed, Group
+from popmarl.learner import Learner
+from popmarl.records import TrainTask
+from popmarl.training import Fed, Feed, Group, TeamWeights
 
 #: How long one ``take`` waits for a full batch before the learner looks at its budget.
 TAKE_TIMEOUT_S = 1.0
@@ -60,8 +60,8 @@ class RayFeed(Feed):
         self._dropped = 0
         self._last_data = time.monotonic()
 
-    def publish(self, key: str, policy: Policy) -> tuple[int, Weights | None]:
-        weights = policy.get_weights()
+    def publish(self, key: str, learner: Learner) -> tuple[int, TeamWeights | None]:
+        weights = learner.weights()
         version = int(ray.get(self.params_actor.push.remote(self.streams[key], [ray.put(weights)])))
         self.versions[key] = version
         return version, weights

@@ -42,13 +42,13 @@ class Placement:
                                   f"({held}); learners trained apart cannot be trained together later")
         if homes:
             return homes.pop()
-        held = [0] * len(self.populations)
+        keys_held = [0] * len(self.populations)
         for home in self.home.values():
-            held[home] += 1
+            keys_held[home] += 1
         own = task.learners[0].population
 
         def load(slot: int) -> tuple[int, bool, int, int]:
-            return (running[slot] if slot < len(running) else 0, self.populations[slot] != own, held[slot], slot)
+            return (running[slot] if slot < len(running) else 0, self.populations[slot] != own, keys_held[slot], slot)
 
         return min(range(len(self.populations)), key=load)
 
