@@ -7,6 +7,7 @@ one part of the project lives in that directory's own conftest.py.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -16,6 +17,13 @@ from typing import Any
 import attrs
 import pytest
 import yaml
+
+# A shell without job control starts a background job (`bash .ci/run &`, nohup) with Ctrl-C
+# ignored, and every process it starts inherits that: Python then installs no Ctrl-C
+# handler, and the tests that press Ctrl-C on a run (and the runs they start) would see
+# nothing happen and wait forever. Tests behave as in a terminal whatever started them.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 #: A small, fast run: rock-paper-scissors, double oracle with a uniform meta-solver.
 BASE_CONFIG: dict[str, Any] = {

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from popmarl.algorithm import Algorithm, BestResponseProblem, PolicySpace, TrainerContext
 from popmarl.env import CorrelatedProfile, Env, MixedProfile
@@ -79,7 +80,8 @@ class AgentInterface:
         context = self.trainer_context(tuple(seats) or self.space.agents, policies={self.population: policy,
                                                                                        **(team or {})},
                                        spaces=spaces or {self.population: self.space})
-        return policy, self.algorithm.make_trainer(policy=policy, space=self.space, seed=seed, context=context)
+        make_trainer: Any = self.algorithm.make_trainer  # an override that takes context (see Algorithm.make_trainer)
+        return policy, make_trainer(policy=policy, space=self.space, seed=seed, context=context)
 
     def trainer_context(self, seats: tuple[str, ...], *, policies: Mapping[str, Policy],
                         spaces: Mapping[str, PolicySpace]) -> TrainerContext:
