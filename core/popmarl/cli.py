@@ -64,6 +64,19 @@ def _parser() -> argparse.ArgumentParser:
                           help="the backend that plays the games, e.g. local or ray (default: the run's own, "
                                "as configured)")
     evaluate.add_argument("--json", action="store_true", help="end with one JSON object on the last line")
+    rank = commands.add_parser("rank", help="cross-play the policies of runs of one two-player env and rate them "
+                                            "(Elo, alpha-rank, Nash averaging)")
+    rank.add_argument("dirs", nargs="+", metavar="RUN_DIR", help="run directories of the same env")
+    rank.add_argument("--all", dest="every", action="store_true",
+                      help="every policy of each run (default: those with positive final meta-strategy weight)")
+    rank.add_argument("--episodes", type=_positive, default=None, metavar="N",
+                      help="episodes per pairing and seat order where not exact (default 200)")
+    rank.add_argument("--max-pairs", type=_positive, default=None, metavar="N",
+                      help="refuse tournaments of more pairings (default 2000)")
+    rank.add_argument("--seed", type=int, default=0)
+    rank.add_argument("--backend", metavar="NAME", help="the backend that plays the games (default: the first run's)")
+    rank.add_argument("--json", action="store_true", help="end with one JSON object on the last line")
+    rank.set_defaults(handler=_cmd_rank)
     exploit = commands.add_parser("exploit", help="approximate NashConv of a run: train RL best responses to its "
                                                   "meta-strategy")
     exploit.add_argument("dir", help="a run directory")
@@ -279,6 +292,30 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     print(format_report(report))
     if args.json:
         print(json.dumps({"run": str(args.dir), "opponent": args.opponent, "populations": report}))
+    return 0
+
+
+def _cmd_rank(args: argparse.Namespace) -> int:
+    import json
+
+    from popmarl.config import ComponentConfig
+    from popmarl.tournament import DEFAULT_EPISODES, DEFAULT_MAX_PAIRS, format_ratings, ratings, tournament
+
+    backend = ComponentConfig(name=args.backend) if args.backend is not None else None
+    played = tournament(args.dirs, every=args.every, episodes=args.episodes or DEFAULT_EPISODES,
+                        max_pairs=args.max_pairs or DEFAULT_MAX_PAIRS, seed=args.seed, backend=backend)
+    report = ratings(played)
+    how = "exact" if report["exact"] else f"{report['episodes']} episodes per pairing and seat order"
+    mode = ("one pool, every pair in both seat orders" if played.shared else
+            f"per seat: {played.agents[0]}'s policies against {played.agents[1]}'s (Elo from the bipartite table, "
+            f"Nash averaging agent-vs-task with {played.agents[0]} the agents)")
+    print(f"{len(played.rows) if played.shared else len(played.rows) + len(played.columns)} policies, "
+          f"{report['pairs']} pairings ({report['played']} played now, the rest cached), {how}; {mode}")
+    print(format_ratings(report))
+    if report["note"]:
+        print(f"note: {report['note']}")
+    if args.json:
+        print(json.dumps(report))
     return 0
 
 

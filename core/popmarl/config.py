@@ -110,6 +110,10 @@ class EvaluationConfig:
     #: its responses trained for ``approx_nash_conv_env_steps`` (null: ``popmarl exploit``'s default).
     approx_nash_conv_every: int | None = attrs.field(default=None, validator=optional(at_least_one))
     approx_nash_conv_env_steps: int | None = attrs.field(default=None, validator=optional(at_least_one))
+    #: psro: the metrics carry ``elo/<population>``, the Elo of each population's newest
+    #: policy (:mod:`popmarl.ratings`; two-player games), from every payoff entry's
+    #: win/draw/loss played once on a seed of its own.
+    ratings: bool = False
 
 
 @attrs.frozen(kw_only=True)

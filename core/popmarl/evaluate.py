@@ -86,7 +86,7 @@ def evaluate_run(run: LoadedRun, opponents: Mapping[str, Pool], *, episodes: int
     tasks = [EvalTask(index=(j,), mixtures=(_mixture(seat, run.pools[seat]),) + _others(seat, agents, opponents),
                       joint=_joint_others(seat, opponents), episodes=episodes, seed=seed)
              for j, (_, seat) in enumerate(jobs)]
-    with _evaluation_backend(run, [run.pools, opponents], backend) as started:
+    with evaluation_backend(run, [run.pools, opponents], backend) as started:
         results = started.evaluate(tasks)
     report = {}
     for population in run.mapping.populations:
@@ -132,7 +132,7 @@ def _joint_others(seat: str, opponents: Mapping[str, Pool]) -> JointOpponents | 
 
 
 @contextmanager
-def _evaluation_backend(run: LoadedRun, sides: list[Mapping[str, Pool]],
+def evaluation_backend(run: LoadedRun, sides: list[Mapping[str, Pool]],
                         backend: ComponentConfig | None) -> Iterator[Backend]:
     """The backend that plays the games (``backend``, default the run's own), started
     with every pool's population and policies, and closed on leaving the block."""

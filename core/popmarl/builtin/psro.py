@@ -84,8 +84,12 @@ class PSRO(IterativeScenario):
         super().__init__(**kwargs)
         self.policies: dict[str, Policy] = {}
         self._restoring: set[str] = set()
+        self._outcomes: dict[tuple[int, ...], np.ndarray] = {}  # seat 0's win/draw/loss counts per entry
 
     def check(self, *, config: RunConfig, mapping: AgentMapping) -> None:
+        if config.evaluation.ratings and len(mapping.population_of) != 2:
+            raise ConfigError(f"evaluation.ratings: Elo ratings are for two-player games; this env has "
+                              f"{len(mapping.population_of)} seats (set evaluation.ratings: false)")
         training = config.training
         if training.keep == "best":
             problem = keep_best_problem(window=training.window, episodes_per_update=training.episodes_per_update)
@@ -208,6 +212,7 @@ class PSRO(IterativeScenario):
                                 exact=(answered, exact_entries), train_time=train_time, eval_time=eval_time,
                                 solve_time=solve_time)
         metrics.update(self.approx_nash_conv(state))
+        metrics.update(self.ratings(state))
         state.history.append(metrics)
         state.wall_time_s = self.elapsed()
         self._commit(state)
@@ -430,6 +435,35 @@ class PSRO(IterativeScenario):
                          seed=derive_seed(ctx.config.seed, state.iteration, 7_919_000),
                          backend=ComponentConfig(name="local"), registries=found)
         return report.metrics()
+
+    def ratings(self, state: PSROState) -> dict[str, float]:
+        """With ``evaluation.ratings``: ``elo/<population>``, the Elo of each population's
+        newest policy (:func:`popmarl.ratings.elo`, the first seat's initial policy at 0)
+        from every payoff entry's win/draw/loss (exact probabilities count as
+        ``episodes_per_entry`` games). Each entry is played once, on the run's backend from a
+        seed of its own, and kept in memory (a resumed run plays them again, identically):
+        the run's own streams and env steps are untouched."""
+        ctx = self.ctx
+        evaluation = ctx.config.evaluation
+        if not evaluation.ratings:
+            return {}
+        from popmarl.ratings import elo, head_to_head
+
+        agents = ctx.env.agents
+        axis_ids = self._axis_ids(state.policies)
+        shape = tuple(len(ids) for ids in axis_ids)
+        tasks = [EvalTask(index=index, profile={a: axis_ids[k][i] for k, (a, i) in enumerate(zip(agents, index))},
+                          episodes=evaluation.episodes_per_entry, seed=derive_seed(ctx.config.seed, 5_003_011, *index))
+                 for index in np.ndindex(*shape) if index not in self._outcomes]
+        for result in ctx.backend.evaluate(tasks):
+            self._outcomes[result.index] = result.outcome_rates()[:, 0] * evaluation.episodes_per_entry
+        counts = np.zeros((3, *shape))
+        for index in np.ndindex(*shape):
+            counts[(slice(None), *index)] = self._outcomes[index]
+        shared = len(ctx.mapping.populations) == 1
+        ratings = elo(*head_to_head(*counts, shared=shared), anchor=0)
+        newest = [shape[0] - 1] if shared else [shape[0] - 1, shape[0] + shape[1] - 1]
+        return {f"elo/{ctx.mapping.population_of[agents[k]]}": float(ratings[n]) for k, n in enumerate(newest)}
 
     def population_meta(self, state: PSROState, population: str) -> np.ndarray:
         """A population's meta-strategy: the mean of its seats' mixtures."""
