@@ -119,13 +119,20 @@ class LocalFeed(Feed):
         played = self.rollout.explore(
             learners=self.seatings, opponents=self.draw, max_episodes=chunk,
             max_steps=None if budget.max_env_steps is None else budget.max_env_steps - self.env_steps,
-            seed=self.task.seed + 7919 * self.rounds, self_play=budget.self_play,
+            seed=round_seed(self.task.seed, self.rounds), self_play=budget.self_play,
             opponent_epsilon=budget.opponent_epsilon)
         self.env_steps += played.env_steps
         self.episodes += len(played.tags)
         return Fed(trajectories={key: [(self.versions[key], data)] for key, data in zip(self.keys, played.episodes)},
                    team_returns=played.returns.sum(axis=1).tolist(), env_steps=self.env_steps,
                    episodes=self.episodes, exhausted=not played.tags)
+
+
+def round_seed(seed: int, version: int) -> int:
+    """The seed of the games a task seeded ``seed`` plays with its learners' weights
+    ``version`` (version k is round k: every round ends in one update). The ray
+    backend's lock step seeds a version's first games with it too."""
+    return seed + 7919 * version
 
 
 def local_feed(rollout: RolloutWorker) -> FeedFactory:

@@ -4,6 +4,7 @@ per key, so two learners of one population train at the same time."""
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
@@ -206,3 +207,45 @@ def test_a_team_of_two_populations_trains_on_ray_from_the_workers_games(tmp_path
     acting = {pid for pid, _ in _notes(log, "act")}
     assert acting and acting <= workers and not acting & set(pids.values())
     assert {pid for pid, _ in _notes(log, "update")} <= set(pids.values())
+
+
+class OnPolicyBandit(Bandit):
+    """``bandit`` taken for on-policy: on Ray its learners learn in lock step."""
+
+    on_policy = True
+
+
+def _final_policies(run_dir: Path) -> dict[str, dict[str, np.ndarray]]:
+    stored = run_dir / "checkpoints" / "policies"
+    policies = {}
+    for path in sorted(stored.rglob("*.npz")):
+        with np.load(path) as data:
+            policies[str(path.relative_to(stored))] = {k: data[k] for k in data.files}
+    return policies
+
+
+def test_on_policy_co_learning_on_ray_drops_nothing_and_with_one_worker_equals_local(
+        tmp_path: Path, monkeypatch: Any) -> None:
+    """Lock step: the workers play only the games an on-policy learner wants of its
+    current weights, so nothing is dropped, the budget is kept, and with one worker the
+    games are the local backend's (the same seeds per version): the same policies."""
+    import popmarl
+    monkeypatch.setattr(popmarl, "algorithms", popmarl.algorithms.with_component("on_policy_bandit", OnPolicyBandit))
+    config = {"scenario": "marl", "env": {"name": "matrix", "params": {"game": "random_zero_sum", "size": 4}},
+              "agents": {"mapping": "per_player"}, "algorithm": "on_policy_bandit", "stopping": {"max_iterations": 2},
+              "training": {"max_env_steps": None, "max_episodes": 6 * 32, "episodes_per_update": 32}, "trackers": ["jsonl"]}
+    local = run(config, tmp_path / "local")
+    one = run({**config, "backend": {"name": "ray", "params": {"num_rollout_workers": 1}}}, tmp_path / "one")
+    two = run({**config, "backend": {"name": "ray", "params": {"num_rollout_workers": 2}}}, tmp_path / "two")
+    assert local["status"] == one["status"] == two["status"] == "completed"
+    want, got = _final_policies(tmp_path / "local"), _final_policies(tmp_path / "one")
+    assert list(want) == list(got) and len(want) == 2 * 3
+    for name in want:
+        for k in want[name]:
+            np.testing.assert_array_equal(got[name][k], want[name][k], err_msg=name)
+    for run_dir in (tmp_path / "one", tmp_path / "two"):
+        metrics = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+        for line in metrics:
+            assert line["train/dropped_episodes"] == 0
+            assert line["train/player_0/updates"] == line["train/player_1/updates"] == 6
+            assert line["iteration_env_steps"] == 2 * 6 * 32  # the budget, not a game more (two seats' moves each)

@@ -35,7 +35,7 @@ from popmarl.records import (
 )
 from popmarl.registries import Registries
 from popmarl.rollout import OpponentDraw, Seating
-from popmarl.training import Group, run_task
+from popmarl.training import Group, round_seed, run_task
 from popmarl_ray.feed import RayFeed, stream_of
 
 #: Components registered in the driver without an entry point (``with_component``),
@@ -43,6 +43,18 @@ from popmarl_ray.feed import RayFeed, stream_of
 LocalComponents = Mapping[tuple[str, str], Any]
 #: How many learning policies (training attempts) a worker keeps a copy of.
 ACTING_CACHE = 8
+#: How long a worker waits for an on-policy learner to want games again (it is updating).
+RESERVE_WAIT_S = 1.0
+
+
+def lockstep_seed(seed: int, version: int, chunk: int) -> int:
+    """The seed of the ``chunk``-th reservation of weights ``version`` of a train task
+    seeded ``seed``: the first is the local backend's seed of the round played with that
+    version (:class:`popmarl.training.LocalFeed`), so a run with one worker plays the
+    same games as a local one."""
+    if chunk == 0:
+        return round_seed(seed, version)
+    return int(np.random.SeedSequence([seed, version, chunk]).generate_state(1)[0] & 0x7FFFFFFF)
 
 
 @attrs.frozen(kw_only=True)
@@ -135,6 +147,12 @@ class RolloutWorkerActor(_Actor):
         acting = [self._acting_policies(stream_of(key, spec.key), spec, task) for spec in task.learners]
         if any(a is None for a in acting):
             return ExploreReport(env_steps=0, episodes=0, version=0, accepted=False)
+        held = [(stream_of(key, spec.key), entry[0]) for spec, entry in zip(task.learners, acting) if entry is not None]
+        episodes, chunk = ray.get(self.data.reserve.remote(held, episodes, RESERVE_WAIT_S))
+        if not episodes:  # an on-policy learner is updating, or has newer weights: nothing to play now
+            return ExploreReport(env_steps=0, episodes=0, version=held[0][1], accepted=True)
+        if chunk >= 0:  # lock step: seeded by version, as the local backend's round of that version
+            seed = lockstep_seed(task.seed, held[0][1], chunk)
         agents, population_of = self.executor.agents, self.executor.learners.population_of
         seatings = []
         for spec, entry in zip(task.learners, acting):

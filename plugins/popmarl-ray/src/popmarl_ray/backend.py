@@ -88,6 +88,7 @@ class RayBackend(Backend):
         self.placement = Placement(())
         self._serials = itertools.count()
         self._answering: frozenset[str] = frozenset()
+        self._on_policy: frozenset[str] = frozenset()
 
     # -- lifecycle ------------------------------------------------------------------
     # Each public call that runs components in actors ends at a component's own error
@@ -95,6 +96,7 @@ class RayBackend(Backend):
     @plugin_errors()
     def start(self, setup: RunSetup, components: Components) -> None:
         self._answering = frozenset(p for p, algorithm in components.algorithms.items() if exact(algorithm))
+        self._on_policy = frozenset(p for p, algorithm in components.algorithms.items() if algorithm.on_policy)
         self._started_ray = cluster.connect(self.config)
         try:
             self._start_actors(setup)
@@ -218,7 +220,8 @@ class RayBackend(Backend):
         training = scheduling.Training(learners=learners, workers=workers, servers=self._servers(),
                                        placement=self.placement, serials=self._serials,
                                        max_retries=self.config.max_task_retries,
-                                       timeout_s=self.config.task_timeout_s, answering=self._answering)
+                                       timeout_s=self.config.task_timeout_s, answering=self._answering,
+                                       on_policy=self._on_policy)
         return training.run(tasks)
 
     @plugin_errors()

@@ -7,10 +7,14 @@ version of a learner's weights to the parameter server actor (put in the object 
 once), and hands the loop whatever fresh batches the rollout workers have queued for the
 task's learners on the episode server actor, one stream per learner
 (``<attempt>/<learner key>``), dropping those played with weights more than
-``max_staleness`` versions old, or, for an on-policy algorithm
-(:attr:`~popmarl.algorithm.Algorithm.on_policy`: ppo, a2c), with any but the current
-ones. The workers play every learner of the task in the same games (co-learning tasks
-too), so each stream receives the same games.
+``max_staleness`` versions old. An on-policy learner
+(:attr:`~popmarl.algorithm.Algorithm.on_policy`: ppo, a2c) learns in lock step: it
+*wants* ``episodes_per_update`` games of each version it publishes, the workers reserve
+them before they play (``EpisodeServerActor.reserve``) and wait while it updates, so
+almost nothing they play is dropped; one worker's games of a version are seeded as the
+local backend's round of that version, so a synchronous run equals a local one. The
+workers play every learner of the task in the same games (co-learning tasks too), so
+each stream receives the same games.
 """
 
 from __future__ import annotations
@@ -27,6 +31,9 @@ from popmarl.training import Fed, Feed, Group, TeamWeights
 
 #: How long one ``take`` waits for a full batch before the learner looks at its budget.
 TAKE_TIMEOUT_S = 1.0
+#: How long an on-policy learner waits for the games it wants before it asks again (a
+#: worker that reserved some died with them).
+REWANT_S = 10.0
 
 
 class StalledError(PopmarlError):
@@ -55,7 +62,9 @@ class RayFeed(Feed):
         self.staleness = {spec.key: 0 if learner.agent.algorithm.on_policy else max_staleness
                           for spec, learner in group}
         self.versions = dict.fromkeys(self.streams, 0)
+        self.on_policy = {spec.key: learner.agent.algorithm.on_policy for spec, learner in group}
         self.stall_timeout_s = stall_timeout_s
+        self._wanted_at = dict.fromkeys(self.streams, 0.0)
         self._opened = False
         self._dropped = 0
         self._last_data = time.monotonic()
@@ -64,7 +73,16 @@ class RayFeed(Feed):
         weights = learner.weights()
         version = int(ray.get(self.params_actor.push.remote(self.streams[key], [ray.put(weights)])))
         self.versions[key] = version
+        if self._opened:
+            self._want(key)
         return version, weights
+
+    def _want(self, key: str) -> None:
+        """An on-policy learner's next batch: ``episodes_per_update`` games of its current version."""
+        if self.on_policy[key]:
+            ray.get(self.data_actor.want.remote(self.streams[key], self.versions[key],
+                                                self.task.budget.episodes_per_update))
+            self._wanted_at[key] = time.monotonic()
 
     def oldest(self, key: str, version: int) -> int:
         return version - self.staleness[key]
@@ -73,16 +91,22 @@ class RayFeed(Feed):
         if not self._opened:  # every learner's first weights are published: the workers may play
             ray.get([self.data_actor.open.remote(stream) for stream in self.streams.values()])
             self._opened = True
+            for key in self.streams:
+                self._want(key)
         first, *others = self.streams
-        budget = self.task.budget
-        batches = {first: self._take(first, budget.episodes_per_update, TAKE_TIMEOUT_S)}
+        wanted = self.task.budget.episodes_per_update
+        batches = {first: self._take(first, wanted, TAKE_TIMEOUT_S)}
         for key in others:  # the same games reach every stream, a moment apart
-            batches[key] = self._take(key, 1, 0.05 if batches[first].parts else 0.0)
+            batches[key] = self._take(key, wanted if self.on_policy[key] else 1,
+                                      TAKE_TIMEOUT_S if batches[first].parts else 0.0)
         now = time.monotonic()
         if any(batch.parts for batch in batches.values()):
             self._last_data = now
         elif now - self._last_data > self.stall_timeout_s:
             raise StalledError(f"learner {first}: no episodes for {self.stall_timeout_s:.0f} s")
+        for key, batch in batches.items():
+            if not batch.parts and self.on_policy[key] and now - self._wanted_at[key] > REWANT_S:
+                self._want(key)  # the games it wanted were lost with a worker: ask again
         totals = batches[first]
         self._dropped = totals.dropped
         return Fed(trajectories={key: batch.parts for key, batch in batches.items()}, team_returns=totals.team_returns,

@@ -202,7 +202,7 @@ class Training:
 
     def __init__(self, *, learners: ActorGroup, workers: ActorGroup, servers: Servers, placement: Placement,
                  serials: Iterable[int], max_retries: int, timeout_s: float | None = None,
-                 answering: frozenset[str] = frozenset()) -> None:
+                 answering: frozenset[str] = frozenset(), on_policy: frozenset[str] = frozenset()) -> None:
         self.learners = learners
         self.workers = workers
         self.servers = servers
@@ -210,6 +210,7 @@ class Training:
         self.serials = iter(serials)
         self.timeout_s = timeout_s
         self.answering = answering  # populations whose algorithm answers exactly: they open no episode stream
+        self.on_policy = on_policy  # populations whose learners take only games of their current weights
         self.learner_retries = Retries("learner", max_retries)
         self.worker_retries = Retries("rollout worker", max_retries)
         self.server_retries = Retries("ray servers", max_retries)
@@ -417,13 +418,22 @@ class Training:
                 a = min(collecting, key=lambda c: c.in_flight)
                 a.batches += 1
                 seed = derive_seed(a.task.seed, a.number, a.batches)
-                ref = self.workers.handle(slot).explore.remote(a.key, a.task_ref, a.task.budget.episodes_per_update,
-                                                               seed)
+                ref = self.workers.handle(slot).explore.remote(a.key, a.task_ref, self._batch_size(a), seed)
                 self._call(ref, "explore", a, slot, self.workers.generations[slot])
                 if not self.load[slot]:
                     self.busy_since[slot] = time.monotonic()
                 self.load[slot] += 1
                 a.in_flight += 1
+
+
+    def _batch_size(self, a: _Attempt) -> int:
+        """Games per explore call: a round's (``episodes_per_update``), or, for a task with
+        an on-policy learner (which wants a round of each version in lock step), its share
+        of the workers' so that all of them play the round at once."""
+        per_update = a.task.budget.episodes_per_update
+        if any(spec.population in self.on_policy for spec in a.task.learners):
+            return -(-per_update // len(self.workers))
+        return per_update
 
 
 def owned(result: TrainResult) -> TrainResult:

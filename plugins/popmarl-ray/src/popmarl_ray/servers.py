@@ -87,10 +87,21 @@ NEW, OPEN, CLOSED = "new", "open", "closed"
 CLOSED_MEMORY = 4096
 
 
+@attrs.define
+class Quota:
+    """An on-policy learner's wish: ``remaining`` more games of weights ``version``
+    (``chunks``: the reservations made of it so far)."""
+
+    version: int
+    remaining: int
+    chunks: int = 0
+
+
 class _Stream:
     """One learner's queue of ``(version, batch, games)`` and its totals (in games)."""
 
     def __init__(self, capacity: int) -> None:
+        self.quota: Quota | None = None  # only an on-policy learner's stream has one
         self.state = NEW
         self.queue: deque[tuple[int, Played, int, Sequence[float]]] = deque()
         self.capacity = capacity
@@ -185,6 +196,56 @@ class EpisodeServerActor:
             stream.waiting -= 1
             if stream.state == NEW and not stream.waiting and self._streams.get(key) is stream:
                 del self._streams[key]
+
+    async def want(self, key: str, version: int, games: int) -> None:
+        """An on-policy learner wants ``games`` games played with its weights
+        ``version`` (and, until its next call, no others): workers reserve them before
+        playing (:meth:`reserve`), so nothing is played that it would drop as stale."""
+        stream = self._streams.get(key)
+        if stream is None or stream.state != OPEN:
+            return
+        async with stream.changed:
+            stream.quota = Quota(version=version, remaining=games)
+            stream.changed.notify_all()
+
+    async def reserve(self, items: Sequence[tuple[str, int]], games: int, timeout_s: float) -> tuple[int, int]:
+        """How many games a worker holding weights ``version`` of each stream ``key``
+        (``items``) may play now, at most ``games``, and the number of this reservation
+        among those of the quota's version (-1 where no stream has a quota). A stream
+        without a quota takes any number; one with a quota, what is left of it, and only
+        from a worker that has its version (none to an older one: it pulls the newer
+        weights first). Waits up to ``timeout_s`` while a quota is used up (its learner is
+        updating); 0 games once a stream is closed."""
+        deadline = asyncio.get_running_loop().time() + timeout_s
+        while True:
+            limited = []
+            for key, version in items:
+                stream = self._streams.get(key)
+                if stream is None or stream.state != OPEN:
+                    return 0, -1
+                if stream.quota is not None:
+                    if stream.quota.version != version:
+                        return 0, -1
+                    limited.append(stream)
+            if not limited:
+                return games, -1
+            if all(stream.quota is not None and stream.quota.remaining > 0 for stream in limited):
+                granted = min(games, *(stream.quota.remaining for stream in limited if stream.quota is not None))
+                chunk = limited[0].quota.chunks if limited[0].quota is not None else -1
+                for stream in limited:
+                    if stream.quota is not None:
+                        stream.quota.remaining -= granted
+                        stream.quota.chunks += 1
+                return granted, chunk
+            left = deadline - asyncio.get_running_loop().time()
+            if left <= 0:
+                return 0, -1
+            waiting = next(stream for stream in limited if stream.quota is None or stream.quota.remaining <= 0)
+            async with waiting.changed:
+                try:
+                    await asyncio.wait_for(waiting.changed.wait(), left)
+                except asyncio.TimeoutError:
+                    pass
 
     async def put(self, key: str, version: int, batch: Played, games: int, env_steps: int,
                   team_returns: Sequence[float] = ()) -> bool:
