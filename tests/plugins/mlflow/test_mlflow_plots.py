@@ -275,3 +275,16 @@ def test_the_drawing_process_yields_to_the_run(tmp_path: Path) -> None:
     assert os.getpriority(os.PRIO_PROCESS, drawing.pid) == min(19, ours + NICENESS) > ours
     drawing.close()
     assert drawing.error is None
+
+
+def test_a_run_with_ratings_gets_their_plot(tmp_path: Path) -> None:
+    """``evaluation.ratings: true`` puts ``elo/<population>`` in the metrics: drawn in
+    ``ratings.png`` (a run without them has none)."""
+    run_dir = tmp_path / "run"
+    summary = popmarl.run(config(["plots"], env={"name": "matrix", "params": {"game": "rps"}},
+                                 stopping={"max_iterations": 3}, evaluation={"ratings": True}), out=str(run_dir))
+    assert summary["status"] == "completed"
+    check_png(run_dir / "ratings.png")
+    plain = tmp_path / "plain"
+    popmarl.run(config(["plots"], stopping={"max_iterations": 1}), out=str(plain))
+    assert not (plain / "ratings.png").exists()

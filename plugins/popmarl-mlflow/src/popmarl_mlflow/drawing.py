@@ -49,6 +49,9 @@ def draw(snapshot: Snapshot) -> None:
     if (run_dir / "payoffs.npz").is_file():
         plots.payoffs(run_dir / "payoffs.npz", run_dir / plots.PAYOFFS)
     plots.meta_strategies(plots.meta_history(lines) or snapshot.meta, run_dir / plots.META_STRATEGIES)
+    rated = plots.ratings_history(lines)
+    if rated:
+        plots.ratings(rated, run_dir / plots.RATINGS)
 
 
 @attrs.frozen(kw_only=True)

@@ -4,6 +4,8 @@ and written atomically (temp file, then rename) so readers never see half a file
 - ``nash_conv.png``: NashConv over iterations and over wall time (log scale).
 - ``payoffs.png``: the payoff table as a heat map (agent 0's payoffs; 2-agent tables).
 - ``meta_strategies.png``: each population's meta-strategy over iterations (stacked).
+- ``ratings.png``: each population's newest policy's Elo over iterations (``elo/<population>``
+  metrics: ``evaluation.ratings: true``); drawn only where a run has them.
 """
 
 from __future__ import annotations
@@ -25,6 +27,9 @@ if TYPE_CHECKING:
 NASH_CONV = "nash_conv.png"
 PAYOFFS = "payoffs.png"
 META_STRATEGIES = "meta_strategies.png"
+RATINGS = "ratings.png"
+#: The metrics lines' key prefix of a population's newest policy's Elo.
+ELO_PREFIX = "elo/"
 #: Meta-strategy history: population -> iteration -> mixture over its pool.
 MetaHistory = Mapping[str, Mapping[int, Sequence[float]]]
 
@@ -110,6 +115,34 @@ def nash_conv_figure(lines: Sequence[Mapping[str, Any]]) -> Figure:
 def nash_conv(lines: Sequence[Mapping[str, Any]], path: str | os.PathLike[str]) -> Path:
     """:func:`nash_conv_figure` written to ``path``."""
     return save(nash_conv_figure(lines), path)
+
+
+def ratings_history(lines: Sequence[Mapping[str, Any]]) -> dict[str, list[tuple[float, float]]]:
+    """Per population, ``(iteration, Elo)`` of its newest policy, from metrics lines."""
+    history: dict[str, list[tuple[float, float]]] = {}
+    for line in lines:
+        for key, value in line.items():
+            if key.startswith(ELO_PREFIX) and isinstance(value, (int, float)) and isinstance(line.get("iteration"), int):
+                history.setdefault(key[len(ELO_PREFIX):], []).append((float(line["iteration"]), float(value)))
+    return history
+
+
+def ratings(history: Mapping[str, Sequence[tuple[float, float]]], path: str | os.PathLike[str]) -> Path:
+    """Each population's newest policy's Elo against iteration (player 0's initial policy at 0)."""
+    from matplotlib.ticker import MaxNLocator
+
+    figure = _figure(6, 4)
+    ax = figure.subplots()
+    for population, points in history.items():
+        iterations, elos = zip(*points, strict=True)
+        ax.plot(iterations, elos, marker="o", markersize=3, label=population)
+    ax.set_xlabel("iteration")
+    ax.set_ylabel("Elo of the newest policy")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.grid(True, alpha=0.3)
+    ax.legend(loc="best", fontsize="small")
+    ax.set_title("Ratings over iterations")
+    return save(figure, path)
 
 
 def payoffs(payoffs_file: str | os.PathLike[str], path: str | os.PathLike[str]) -> Path:
