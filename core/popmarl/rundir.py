@@ -13,14 +13,14 @@ import os
 import re
 import shutil
 import zipfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from popmarl.atomic import json_default, write_bytes, write_json, write_npz, write_text
-from popmarl.errors import CheckpointError, ResumeError, UserError
+from popmarl.errors import CheckpointError, ConfigError, ResumeError, UserError
 from popmarl.records import LearnerState, Weights
 
 _FILE_NAME = re.compile(r"[A-Za-z0-9_.-]+")
@@ -94,15 +94,25 @@ class RunDirectory:
         return saved
 
     @classmethod
-    def check_resume(cls, path: str | os.PathLike[str], config: Mapping[str, Any]) -> tuple[RunDirectory, list[str]]:
+    def check_resume(cls, path: str | os.PathLike[str], config: Mapping[str, Any],
+                     resolve: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None,
+                     ) -> tuple[RunDirectory, list[str]]:
         """Open a run to continue with ``config``, which must match the saved config except
         in :attr:`RESUME_MAY_CHANGE`; return it and those changes, as lines like
-        ``stopping.max_iterations 10 -> 50``. A run killed before its first checkpoint has no
+        ``stopping.max_iterations 10 -> 50``. ``resolve`` resolves the saved config as
+        ``config`` was (defaults filled in), so a key added since the run was made, at its
+        default, is no difference. A run killed before its first checkpoint has no
         :attr:`state_file`: it starts again from the beginning."""
         from popmarl.config import differences
 
         run = cls(path)
-        changed = differences(run.read_config(), config)
+        saved = run.read_config()
+        if resolve is not None:
+            try:
+                saved = dict(resolve(saved))
+            except ConfigError:  # compared as written: the difference says what changed
+                pass
+        changed = differences(saved, config)
         different = [k for k in changed if k.split(".")[0] not in cls.RESUME_MAY_CHANGE]
         if different:
             raise ResumeError(

@@ -15,7 +15,7 @@ from typing import Any
 from popmarl.algorithm import Algorithm, PolicySpace, check_state
 from popmarl.backend import Backend, Components, RunSetup
 from popmarl.agent import AgentInterface
-from popmarl.config import ComponentConfig, RunConfig, dump, population_algorithms, to_dict
+from popmarl.config import ComponentConfig, RunConfig, dump, population_algorithms, to_dict, validate
 from popmarl.env import Env
 from popmarl.errors import ConfigError
 from popmarl.plugins import Hooks, make_plugin_manager
@@ -109,7 +109,8 @@ def run(config: RunConfig, out: str | None = None, *, resume: str | None = None,
     resolved = to_dict(config)
     changes: list[str] = []
     if resume is not None:
-        run_dir, changes = RunDirectory.check_resume(resume, resolved)
+        run_dir, changes = RunDirectory.check_resume(
+            resume, resolved, resolve=lambda saved: to_dict(validate(saved, registries=found)))
     else:
         run_dir = RunDirectory.check_new(out if out is not None else default_out(config))
     env: Env = build("envs", config.env, "env.params", found)
