@@ -8,7 +8,8 @@ iteration the env steps played, the games dropped as stale (an on-policy learner
 learns in lock step: none should be), the updates, and the train time. ``learned/s`` is
 the env steps of the games learned from (played less dropped) per second of train time,
 the median over the iterations after the first (the first includes starting); the ratio
-is against ``local`` measured in the same run.
+is against ``local`` measured in the same run. Each setting runs in a process of its own
+(a Ray of its own, nothing left over from the one before).
 
     python benchmarks/marl_scaling.py [--workers 1,2,4,8] [--env-steps 60000] [--iterations 3]
         [--module mpe2.simple_spread_v3] [--mapping shared] [--json]
@@ -19,6 +20,8 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -60,13 +63,21 @@ def main() -> None:
     parser.add_argument("--module", default="mpe2.simple_spread_v3")
     parser.add_argument("--mapping", default="shared")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--one", type=int, help=argparse.SUPPRESS)  # internal: one setting (0: local)
     args = parser.parse_args()
     import torch
 
-    torch.set_num_threads(1)
+    torch.set_num_threads(1)  # the local learner's process, as a Ray actor's (one reserved CPU or none)
+    if args.one is not None:  # one setting, in this process: its figures as JSON
+        print(json.dumps(measure(args.module, args.mapping, args.env_steps, args.iterations, args.one or None)))
+        return
     settings: list[int | None] = [None, *(int(w) for w in args.workers.split(","))]
-    results = {("local" if w is None else f"ray x{w}"): measure(args.module, args.mapping, args.env_steps,
-                                                               args.iterations, w) for w in settings}
+    results = {}
+    for w in settings:
+        own = [sys.executable, __file__, "--one", str(w or 0), "--module", args.module, "--mapping", args.mapping,
+               "--env-steps", str(args.env_steps), "--iterations", str(args.iterations)]
+        done = subprocess.run(own, capture_output=True, text=True, check=True)
+        results["local" if w is None else f"ray x{w}"] = json.loads(done.stdout.strip().splitlines()[-1])
     base = results["local"]["learned_per_s"]
     print(f"marl ppo, {args.module}, mapping {args.mapping}, {args.env_steps:,} env steps per iteration, "
           f"median of iterations 2..{args.iterations}")

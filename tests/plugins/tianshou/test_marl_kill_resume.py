@@ -62,10 +62,13 @@ def test_marl_killed_and_resumed_equals_an_uninterrupted_run(algorithm, tmp_path
 
     rng = random.Random(f"{SEED}-{algorithm}")
     run = tmp_path / "killed"
+    # A random point within the next iteration (as long as one took the uninterrupted run):
+    # a longer wait could let a fast run finish before the kill.
+    iteration_s = float(read_summary(reference)["wall_time_s"]) / ITERATIONS
     proc = popen_cli("run", config, "--out", run)
     try:
         _wait_for_lines(run / "metrics.jsonl", rng.randint(1, ITERATIONS - 3), proc)
-        time.sleep(rng.uniform(0, 0.3))
+        time.sleep(rng.uniform(0, min(0.3, iteration_s)))
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.communicate(timeout=60)
