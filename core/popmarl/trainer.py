@@ -27,9 +27,11 @@ class Trainer(ABC):
     def update(self, episodes: Sequence[Episode]) -> Mapping[str, float]:
         """Learn from ``episodes`` (the newest since the last call); return metrics.
 
-        In-process they arrive as one :class:`~popmarl.records.EpisodeBatch` (column-wise:
-        ``EpisodeBatch.of(episodes)`` returns it as is and gathers any other sequence), so
-        a trainer that works on whole columns need not loop over episodes."""
+        They arrive as one :class:`~popmarl.records.EpisodeBatch` per round, on every
+        backend (column-wise: ``EpisodeBatch.of(episodes)`` returns it as is and gathers
+        any other sequence), so a trainer that works on whole columns need not loop over
+        episodes; or, for an algorithm that sets ``joint_view``, as one
+        :class:`~popmarl.trajectories.JointEpisodes` (every seat's rows of its games)."""
 
     @abstractmethod
     def state(self) -> TrainerState:
