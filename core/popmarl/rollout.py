@@ -427,7 +427,8 @@ class RolloutWorker:
             table.assign(slot, None if drawn is None else drawn[0])
             slot_tag[slot] = None if drawn is None else drawn[1]
 
-        joint_learners = [k for k, wants in enumerate(joint) if wants]
+        joint_wanted = [k < len(joint) and bool(joint[k]) for k in range(len(learners))]
+        joint_learners = [k for k, wants in enumerate(joint_wanted) if wants]
         whole = self._joint_recorder(vec) if joint_learners else None
         step: Step = vec.reset()
         for slot in range(self.num_envs):
@@ -437,6 +438,8 @@ class RolloutWorker:
         try:
             while table.any_active():
                 learner_codes = {c for c, p in enumerate(table.policies) if id(p) in learner_of}
+                # A joint-view learner's rows come from the joint recorder: not copied twice.
+                recorded = {c for c in learner_codes if not joint_wanted[learner_of[id(table.policies[c])]]}
                 actions: dict[str, np.ndarray] = {}
                 if whole is not None:
                     whole.begin(np.flatnonzero(table.busy), step.state)
@@ -444,7 +447,7 @@ class RolloutWorker:
                     codes = table.code[agent][env_ids]
                     steps += int(np.count_nonzero(codes != IDLE))
                     space = self.action_spaces[agent]
-                    chosen = self._act(table, codes, batch, explore, rng, learner_codes, recorders.get(agent),
+                    chosen = self._act(table, codes, batch, explore, rng, learner_codes, recorded, recorders.get(agent),
                                        env_ids, space, opponent_epsilon)
                     if whole is not None:
                         whole.decide(agent, env_ids, batch, chosen)
@@ -485,7 +488,7 @@ class RolloutWorker:
         all_returns = np.concatenate(returns).astype(float) if returns else np.zeros((0, n_agents))
         all_truncated = np.concatenate(truncations).astype(bool) if truncations else np.zeros(0, bool)
         episodes: list[EpisodeBatch | JointEpisodes] = [
-            whole.gather(k) if whole is not None and joint[k] else _gather(list(recorders.values()), k, order)
+            whole.gather(k) if whole is not None and joint_wanted[k] else _gather(list(recorders.values()), k, order)
             for k, order in enumerate(kept)]
         return Rollouts(tags=tags, returns=all_returns.reshape(len(tags), n_agents), truncated=all_truncated,
                         episodes=episodes, env_steps=steps)
@@ -526,6 +529,7 @@ class RolloutWorker:
         explore: bool,
         rng: np.random.Generator,
         learner_codes: set[int],
+        recorded_codes: set[int],
         recorder: _Recorder | None,
         env_ids: np.ndarray,
         space: Space,
@@ -548,7 +552,7 @@ class RolloutWorker:
             else:
                 is_learner = code in learner_codes
                 chosen = np.asarray(table.policies[code].act(sub, explore=explore and is_learner, rng=rng))
-                if is_learner and recorder is not None:
+                if is_learner and recorder is not None and code in recorded_codes:
                     recorder.decide(env_ids if rows is None else env_ids[rows], sub, chosen)
                 elif not is_learner and opponent_epsilon > 0:
                     chosen = _perturb(chosen, sub, space, opponent_epsilon, rng)

@@ -35,6 +35,7 @@ from popmarl.records import (
 )
 from popmarl.registries import Registries
 from popmarl.rollout import OpponentDraw, Seating
+from popmarl.seeding import derive_seed
 from popmarl.training import Group, round_seed, run_task
 from popmarl_ray.feed import RayFeed, stream_of
 
@@ -52,9 +53,7 @@ def lockstep_seed(seed: int, version: int, chunk: int) -> int:
     seeded ``seed``: the first is the local backend's seed of the round played with that
     version (:class:`popmarl.training.LocalFeed`), so a run with one worker plays the
     same games as a local one."""
-    if chunk == 0:
-        return round_seed(seed, version)
-    return int(np.random.SeedSequence([seed, version, chunk]).generate_state(1)[0] & 0x7FFFFFFF)
+    return round_seed(seed, version) if chunk == 0 else derive_seed(seed, version, chunk)
 
 
 @attrs.frozen(kw_only=True)

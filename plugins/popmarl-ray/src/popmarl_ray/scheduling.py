@@ -33,6 +33,7 @@ import attrs
 import numpy as np
 import ray
 
+from popmarl.seeding import derive_seed
 from popmarl.records import BestResponseResult, BestResponseTask, EvalResult, EvalTask, TrainResult, TrainTask
 from popmarl_ray.actors import ExploreReport, writable
 from popmarl_ray.feed import stream_of
@@ -43,11 +44,6 @@ from popmarl_ray.placement import Placement
 EXPLORE_IN_FLIGHT = 2
 #: How long one ``wait_open`` call waits before it is renewed.
 WAIT_OPEN_S = 30.0
-
-
-def derive_seed(seed: int, *keys: int) -> int:
-    """A 31-bit seed determined by ``seed`` and ``keys``."""
-    return int(np.random.SeedSequence([seed, *keys]).generate_state(1)[0] & 0x7FFFFFFF)
 
 
 def split(tasks: Sequence[EvalTask], parts: int) -> list[list[EvalTask]]:
