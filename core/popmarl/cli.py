@@ -63,6 +63,8 @@ def _parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--backend", metavar="NAME",
                           help="the backend that plays the games, e.g. local or ray (default: the run's own, "
                                "as configured)")
+    evaluate.add_argument("--main", action="store_true",
+                          help="a league run: play its main agents instead of its Nash mixture")
     evaluate.add_argument("--json", action="store_true", help="end with one JSON object on the last line")
     rank = commands.add_parser("rank", help="cross-play the policies of runs of one two-player env and rate them "
                                             "(Elo, alpha-rank, Nash averaging)")
@@ -281,7 +283,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     from popmarl.config import ComponentConfig
     from popmarl.evaluate import evaluate_run, format_report, load_run, opponent_pools
 
-    run = load_run(args.dir)
+    run = load_run(args.dir, main=args.main)
     backend = None
     if args.backend is not None and args.backend != run.config.backend.name:
         backend = ComponentConfig(name=args.backend)

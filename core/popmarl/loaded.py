@@ -166,12 +166,13 @@ class LoadedRun:
                      rng=rng if rng is not None else np.random.default_rng())
 
 
-def load_run(path: str | os.PathLike[str], iteration: int | None = None, *,
+def load_run(path: str | os.PathLike[str], iteration: int | None = None, *, main: bool = False,
              registries: RegistriesLike | None = None) -> LoadedRun:
     """Rebuild a run's env and meta-strategies: the final ones (``iteration=None``; from
     ``summary.json``), or those of a past ``iteration`` (0 = the initial policies; from
-    the checkpoint's history). Components are looked up in ``registries``, as
-    :func:`popmarl.run` takes them."""
+    the checkpoint's history); with ``main``, a league run's main agents instead (each
+    population's ``main_policies`` entry of ``summary.json``, alone). Components are
+    looked up in ``registries``, as :func:`popmarl.run` takes them."""
     run = RunDirectory(path)
     if not run.path.is_dir():
         raise UserError(f"{run.path}: no such run directory")
@@ -186,8 +187,13 @@ def load_run(path: str | os.PathLike[str], iteration: int | None = None, *,
     spaces = policy_spaces(env, mapping)
     specs = population_algorithms(config, mapping.populations)
     store = PolicyStore(run, build_algorithms(specs, found), spaces)
-    summary = run.read_summary() if iteration is None or run.summary_file.is_file() else {}
-    if iteration is None or iteration == summary.get("iterations"):
+    summary = run.read_summary() if iteration is None or main or run.summary_file.is_file() else {}
+    if main:
+        if iteration is not None:
+            raise UserError("iteration: a league's main agents load at the end of the run only (leave it unset)")
+        populations, seat_mixtures, joint = _main(run, summary), {}, None
+        at = int(summary.get("iterations", 0))
+    elif iteration is None or iteration == summary.get("iterations"):
         populations, seat_mixtures, joint = _final(run, summary)
         at = int(summary.get("iterations", 0))
     else:
@@ -236,6 +242,15 @@ def _final(run: RunDirectory, summary: Mapping[str, Any]) -> tuple[Mixtures, Map
     mixtures = {p: (list(info["policies"]), np.asarray(info["meta_strategy"], dtype=float))
                 for p, info in populations.items()}
     return mixtures, summary.get("meta_strategies") or {}, summary.get("joint_meta_strategy")
+
+
+def _main(run: RunDirectory, summary: Mapping[str, Any]) -> Mixtures:
+    """Each population's main agent alone (a league's ``main_policies``)."""
+    main = summary.get("main_policies")
+    if not main:
+        raise UserError(f"{run.path}: not a league run (its summary.json names no main_policies); "
+                        "--main plays a league's main agents")
+    return {p: ([pid], np.ones(1)) for p, pid in main.items()}
 
 
 def _past(run: RunDirectory, iteration: int, names: tuple[str, ...], scenario: str) -> Mixtures:

@@ -9,6 +9,9 @@ counted over sampled games, or as probabilities where an exact env computes them
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+import attrs
 import numpy as np
 
 #: The rows of an outcome array, in order.
@@ -41,3 +44,43 @@ def outcome_indicators(returns: np.ndarray) -> np.ndarray:
     (an exact env weighs these by the probability of reaching each terminal)."""
     signs = outcome_signs(returns)
     return np.stack([signs > 0, signs == 0, signs < 0]).astype(float)
+
+
+@attrs.frozen(kw_only=True, eq=False)
+class PlayedGames:
+    """Finished games of a train task: who played each seat (``players[g][k]``: a
+    learner's key, a frozen policy's id, ``self-play:<key>`` for a copy of a learner) and
+    each seat's return (``returns[g, k]``, env agent order). What a league's payoff table
+    learns win rates from; the team return of each game is the sum of its row."""
+
+    players: tuple[tuple[str, ...], ...] = ()
+    returns: np.ndarray = attrs.field(factory=lambda: np.zeros((0, 0)))
+
+    def __attrs_post_init__(self) -> None:
+        if len(self.players) != len(self.returns):
+            raise ValueError(f"PlayedGames: {len(self.players)} games named, {len(self.returns)} rows of returns")
+
+    def __len__(self) -> int:
+        return len(self.players)
+
+    @property
+    def team_returns(self) -> np.ndarray:
+        """Each game's summed return over its seats."""
+        return np.asarray(self.returns, dtype=float).reshape(len(self), -1).sum(axis=1)
+
+    @classmethod
+    def join(cls, parts: Sequence[PlayedGames]) -> PlayedGames:
+        """The games of ``parts``, in order."""
+        kept = [p for p in parts if len(p)]
+        if len(kept) <= 1:
+            return kept[0] if kept else cls()
+        return cls(players=tuple(names for p in kept for names in p.players),
+                   returns=np.concatenate([p.returns for p in kept]))
+
+    def counts(self) -> dict[tuple[str, ...], np.ndarray]:
+        """Per seating (the players of each seat), ``[3, n]``: how many of its games each
+        seat won, drew and lost (:func:`outcome_counts`), seatings in order of first play."""
+        rows: dict[tuple[str, ...], list[int]] = {}
+        for g, names in enumerate(self.players):
+            rows.setdefault(tuple(names), []).append(g)
+        return {names: outcome_counts(self.returns[index]) for names, index in rows.items()}

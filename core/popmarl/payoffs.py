@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
 
 import attrs
 import numpy as np
 
 from popmarl.atomic import write_npz
 from popmarl.errors import CheckpointError
+
+if TYPE_CHECKING:
+    from popmarl.backend import Backend
 
 
 @attrs.frozen(kw_only=True)
@@ -87,3 +91,20 @@ class PayoffTable:
         if table.values.shape != (len(agents), *table.filled.shape):
             raise CheckpointError(f"{path}: payoff array shape {table.values.shape} does not match its agents")
         return table, ids
+
+
+def evaluate_missing(table: PayoffTable, axis_ids: Sequence[Sequence[str]], *, backend: Backend,
+                     agents: Sequence[str], episodes: int, seed: int) -> tuple[PayoffTable, int, int]:
+    """``table`` grown to the pools ``axis_ids`` (one list of policy ids per seat) with only
+    its missing entries evaluated on ``backend`` (returns only; ``episodes`` each from
+    ``seed``, or exactly where the env allows); returns it, the env steps sampled and how
+    many entries were evaluated exactly."""
+    from popmarl.records import EvalTask
+
+    table = table.grow([len(ids) for ids in axis_ids])
+    tasks = [EvalTask(index=index, profile={a: axis_ids[k][i] for k, (a, i) in enumerate(zip(agents, index))},
+                      episodes=episodes, seed=seed, outcomes=False)
+             for index in table.missing()]
+    results = backend.evaluate(tasks)
+    table = table.fill([(r.index, r.returns) for r in results])
+    return table, sum(r.env_steps for r in results), sum(r.exact for r in results)

@@ -247,8 +247,10 @@ class FrozenPolicy:
 @attrs.frozen(kw_only=True)
 class TrainResult:
     """What a train task produced: the snapshots its learners were asked for, their
-    states (``return_state``), per-learner metrics (by key), the task's own metrics, and
-    the env steps and episodes it played."""
+    states (``return_state``), per-learner metrics (by key), the task's own metrics, the
+    env steps and episodes it played, and how its games ended: per seating (who played
+    each seat: a learner's key, a frozen policy's id, ``self-play:<key>``), ``[3, n]``
+    win / draw / loss counts per seat (:meth:`popmarl.outcomes.PlayedGames.counts`)."""
 
     policies: tuple[FrozenPolicy, ...] = ()
     states: Mapping[str, LearnerState] = attrs.field(factory=dict)
@@ -256,6 +258,7 @@ class TrainResult:
     metrics: Mapping[str, float] = attrs.field(factory=dict)
     env_steps: int = 0
     episodes: int = 0
+    outcomes: Mapping[tuple[str, ...], np.ndarray] = attrs.field(factory=dict)
 
 
 @attrs.frozen(kw_only=True)

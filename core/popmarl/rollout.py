@@ -19,6 +19,7 @@ import numpy as np
 from popmarl.env import Env, Step, VectorEnv
 from popmarl.joint_recording import Cut, JointRecorder
 from popmarl.policy import Policy, masked_uniform, sample_rows
+from popmarl.outcomes import PlayedGames
 from popmarl.records import EMPTY_EPISODES, EpisodeBatch, JointOpponents, Observations, Opponents, Weights
 from popmarl.spaces import Box, Space
 from popmarl.trajectories import JointEpisodes
@@ -42,6 +43,10 @@ class Rollouts:
     truncated: np.ndarray
     episodes: list[EpisodeBatch | JointEpisodes]
     env_steps: int
+
+    def games(self) -> PlayedGames:
+        """Who played each seat of each game, and its returns (tags of :meth:`RolloutWorker.explore`)."""
+        return PlayedGames(players=tuple(self.tags), returns=self.returns)
 
 
 class _Recorder:
@@ -351,7 +356,8 @@ class RolloutWorker:
         (:class:`OpponentDraw`); ``episodes[k]`` of the result holds learner ``k``'s
         finished episodes (one per seat it played, per episode in which it moved), or,
         for a learner whose seating asks for the ``joint`` view, its games
-        (:class:`~popmarl.trajectories.JointEpisodes`).
+        (:class:`~popmarl.trajectories.JointEpisodes`); each game's tag names who played
+        each seat (a learner's key, a frozen policy's id, ``self-play:<key>``).
 
         With probability ``self_play`` an episode is self-play (one learner only): every
         seat but the learner's is played by a copy of its current policy that acts as an
@@ -365,7 +371,7 @@ class RolloutWorker:
         started = 0
         copies = [OpponentCopy(seating.policy) for seating in learners]
 
-        def sample(steps: int) -> tuple[Mapping[str, Policy], None] | None:
+        def sample(steps: int) -> tuple[Mapping[str, Policy], tuple[str, ...]] | None:
             nonlocal started
             if (max_episodes is not None and started >= max_episodes) or (max_steps is not None and steps >= max_steps):
                 return None
@@ -380,7 +386,7 @@ class RolloutWorker:
                 profile.update({a: copies[0] for a in self.agents if a not in profile})
             else:
                 profile.update(opponents.draw(rng, [a for a in self.agents if a not in profile]))
-            return profile, None
+            return profile, tuple(_name(profile[a], names) for a in self.agents)
 
         names = {**opponents.names, **{id(copy): f"self-play:{s.name}" for copy, s in zip(copies, learners)},
                  **{id(p): s.name for s in learners for p in s.policies}}

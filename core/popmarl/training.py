@@ -26,6 +26,7 @@ import numpy as np
 from popmarl.answering import PolicyOf, exact_answer
 from popmarl.keep import KeptWeights
 from popmarl.learner import Learner, LearnerError, Learners
+from popmarl.outcomes import PlayedGames
 from popmarl.progress import TrainingProgress
 from popmarl.records import EpisodeBatch, FrozenPolicy, LearnerSpec, LearnerState, TrainResult, TrainTask, Weights
 from popmarl.rollout import OpponentDraw, RolloutWorker, Seating
@@ -40,12 +41,12 @@ Group = Sequence[tuple[LearnerSpec, Learner]]
 @attrs.frozen(kw_only=True)
 class Fed:
     """One round from a feed: per learner key, its trajectories and the weights version
-    each part was played with; the sum of every seat's return of each game finished this
-    round (``team_returns``); the task's running totals of env steps and games played;
+    each part was played with; the games finished this round (``games``: who played each
+    seat, and the returns); the task's running totals of env steps and games played;
     and ``exhausted`` once nothing more will come (the learners stop)."""
 
     trajectories: Mapping[str, Sequence[tuple[int, Trajectories]]]
-    team_returns: Sequence[float]
+    games: PlayedGames
     env_steps: int
     episodes: int
     exhausted: bool = False
@@ -124,7 +125,7 @@ class LocalFeed(Feed):
         self.env_steps += played.env_steps
         self.episodes += len(played.tags)
         return Fed(trajectories={key: [(self.versions[key], data)] for key, data in zip(self.keys, played.episodes)},
-                   team_returns=played.returns.sum(axis=1).tolist(), env_steps=self.env_steps,
+                   games=played.games(), env_steps=self.env_steps,
                    episodes=self.episodes, exhausted=not played.tags)
 
 
@@ -158,12 +159,12 @@ def run_task(task: TrainTask, *, learners: Learners, policy_of: PolicyOf, rollou
     learner_metrics: dict[str, dict[str, float]] = {spec.key: {} for spec in task.learners}
     final: dict[str, TeamWeights] = {}
     feed_metrics: dict[str, float] = {}
-    team_returns: list[float] = []
+    games = PlayedGames()
     env_steps = episodes = 0
     if group:
         source = feed(task, group, policy_of, learners.population_of)
         try:
-            final, env_steps, episodes, team_returns = _train(task, group, source, learner_metrics, start)
+            final, env_steps, episodes, games = _train(task, group, source, learner_metrics, start)
         finally:
             source.close()
         feed_metrics = source.metrics()
@@ -176,27 +177,27 @@ def run_task(task: TrainTask, *, learners: Learners, policy_of: PolicyOf, rollou
                                 else final.get(spec.key) or prepared[spec.key].weights())
         policies += [FrozenPolicy(spec=snapshot, weights=weights[snapshot.population]) for snapshot in snapshots]
     metrics = {"train_time_s": time.monotonic() - start, **feed_metrics}
-    if team_returns:
-        metrics["train_mean_team_return"] = float(np.mean(team_returns))
+    if len(games):
+        metrics["train_mean_team_return"] = float(np.mean(games.team_returns))
     states = {}
     if task.return_state:  # an exact answer's state is its weights: it has no trainer
         states = {spec.key: prepared[spec.key].state() if spec.key in prepared else
                   LearnerState(key=spec.key, population=spec.population, seed=spec.seed, weights=answered[spec.key])
                   for spec in task.learners}
     return TrainResult(policies=tuple(policies), states=states, learner_metrics=learner_metrics, metrics=metrics,
-                       env_steps=env_steps, episodes=episodes)
+                       env_steps=env_steps, episodes=episodes, outcomes=games.counts())
 
 
 def _train(task: TrainTask, group: Group, feed: Feed, learner_metrics: dict[str, dict[str, float]],
-           start: float) -> tuple[dict[str, TeamWeights], int, int, list[float]]:
+           start: float) -> tuple[dict[str, TeamWeights], int, int, PlayedGames]:
     """The loop over ``feed``'s rounds; returns each learner's final weights (``keep``
-    applied), the env steps and games played, and the games' team returns."""
+    applied), the env steps and games played, and the games themselves."""
     budget = task.budget
     keys = [spec.key for spec, _ in group]
     kept = {key: KeptWeights(budget) for key in keys}
     progress = TrainingProgress(budget, keys)
     updates = dict.fromkeys(keys, 0)
-    team_returns: list[float] = []
+    games: list[PlayedGames] = []
 
     def publish(key: str, learner: Learner) -> None:
         version, weights = feed.publish(key, learner)
@@ -208,7 +209,7 @@ def _train(task: TrainTask, group: Group, feed: Feed, learner_metrics: dict[str,
         publish(spec.key, learner)
     while True:
         fed = feed.next()
-        team_returns.extend(fed.team_returns)
+        games.append(fed.games)
         got = False
         for spec, learner in group:
             parts = fed.trajectories.get(spec.key, ())
@@ -232,7 +233,7 @@ def _train(task: TrainTask, group: Group, feed: Feed, learner_metrics: dict[str,
         learner_metrics[spec.key].update({"updates": float(updates[spec.key]),
                                           **progress.learners[spec.key].metrics(), **kept[spec.key].metrics()})
     final = {spec.key: kept[spec.key].final(learner.weights()) for spec, learner in group}
-    return final, fed.env_steps, fed.episodes, team_returns
+    return final, fed.env_steps, fed.episodes, PlayedGames.join(games)
 
 
 def _returns(data: Trajectories) -> list[float]:

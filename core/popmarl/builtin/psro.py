@@ -31,7 +31,7 @@ from popmarl.errors import ConfigError
 from popmarl.executor import population_of
 from popmarl.keep import keep_best_problem
 from popmarl.metagame import entropy, expected_payoffs, joint_values
-from popmarl.payoffs import PayoffTable
+from popmarl.payoffs import PayoffTable, evaluate_missing
 from popmarl.policy import Policy
 from popmarl.population import AgentMapping, policy_id
 from popmarl.records import (
@@ -371,18 +371,9 @@ class PSRO(IterativeScenario):
         """Grow the table to the pools' sizes and evaluate only the new entries; return it,
         the env steps sampled and how many entries were evaluated exactly."""
         ctx = self.ctx
-        axis_ids = self._axis_ids(policies)
-        table = table.grow([len(ids) for ids in axis_ids])
-        seed = derive_seed(ctx.config.seed, iteration, 1_000_003)
-        episodes = ctx.config.evaluation.episodes_per_entry
-        tasks = [
-            EvalTask(index=index, profile={a: axis_ids[k][i] for k, (a, i) in enumerate(zip(ctx.env.agents, index))},
-                     episodes=episodes, seed=seed, outcomes=False)
-            for index in table.missing()
-        ]
-        results = ctx.backend.evaluate(tasks)
-        table = table.fill([(r.index, r.returns) for r in results])
-        return table, sum(r.env_steps for r in results), sum(r.exact for r in results)
+        return evaluate_missing(table, self._axis_ids(policies), backend=ctx.backend, agents=ctx.env.agents,
+                                episodes=ctx.config.evaluation.episodes_per_entry,
+                                seed=derive_seed(ctx.config.seed, iteration, 1_000_003))
 
     # -- metrics and summary ----------------------------------------------------------
     def _mixed_profile(self, state: PSROState) -> MixedProfile:

@@ -12,6 +12,7 @@ import pytest
 from ray.exceptions import ActorDiedError, RayTaskError
 
 from popmarl.errors import ConfigError
+from popmarl.outcomes import PlayedGames
 from popmarl.records import Episode, EpisodeBatch, EvalTask, LearnerInit, LearnerSpec, LearnerState, TrainResult, TrainTask
 from popmarl_ray import RayConfig
 from popmarl_ray.faults import RayBackendError, Retries, actor_died, first_line
@@ -66,10 +67,13 @@ def test_episode_server_drops_stale_episodes_and_refuses_closed_keys() -> None:
         assert not await server.put("k", 1, _games(0.0, 1), 1, 3)  # not open yet
         await server.open("k")
         assert await server.wait_open("k", 0.01) == "open"
-        assert await server.put("k", 1, _games(1.0, 2), 2, 4, team_returns=(0.5, 0.5))
-        assert await server.put("k", 3, _games(3.0, 1), 1, 2, team_returns=(1.5,))
+        two = PlayedGames(players=(("a", "x"), ("a", "y")), returns=np.array([[1.0, -0.5], [1.0, -0.5]]))
+        assert await server.put("k", 1, _games(1.0, 2), 2, 4, two)
+        one = PlayedGames(players=(("a", "x"),), returns=np.array([[1.0, 0.5]]))
+        assert await server.put("k", 3, _games(3.0, 1), 1, 2, one)
         batch = await server.take("k", min_items=1, min_version=2, timeout_s=0.01)  # version 1 is too old
-        assert _returns(batch) == [3.0] and batch.team_returns == (1.5,)
+        assert _returns(batch) == [3.0] and batch.games.players == (("a", "x"),)
+        assert batch.games.team_returns.tolist() == [1.5]
         assert (batch.env_steps, batch.played, batch.dropped) == (6, 3, 2)
         waiter = asyncio.ensure_future(server.take("k", min_items=2, min_version=3, timeout_s=5))
         await asyncio.sleep(0.01)

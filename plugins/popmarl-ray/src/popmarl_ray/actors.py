@@ -168,8 +168,7 @@ class RolloutWorkerActor(_Actor):
         )
         items = [(stream_of(key, spec.key), entry[0], trajectories)
                  for spec, entry, trajectories in zip(task.learners, acting, played.episodes) if entry is not None]
-        accepted = bool(ray.get(self.data.put_many.remote(items, len(played.tags), played.env_steps,
-                                                          played.returns.sum(axis=1).tolist())))
+        accepted = bool(ray.get(self.data.put_many.remote(items, len(played.tags), played.env_steps, played.games())))
         return ExploreReport(env_steps=played.env_steps, episodes=len(played.tags), version=items[0][1],
                              accepted=accepted)
 

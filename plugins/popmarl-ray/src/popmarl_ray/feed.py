@@ -109,7 +109,7 @@ class RayFeed(Feed):
                 self._want(key)  # the games it wanted were lost with a worker: ask again
         totals = batches[first]
         self._dropped = totals.dropped
-        return Fed(trajectories={key: batch.parts for key, batch in batches.items()}, team_returns=totals.team_returns,
+        return Fed(trajectories={key: batch.parts for key, batch in batches.items()}, games=totals.games,
                    env_steps=totals.env_steps, episodes=totals.played)
 
     def _take(self, key: str, min_items: int, timeout_s: float) -> Any:

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 import attrs
 import ray
 
+from popmarl.outcomes import PlayedGames
 from popmarl.records import EpisodeBatch
 from popmarl.trajectories import JointEpisodes
 
@@ -78,8 +79,8 @@ class Batch:
     played: int
     dropped: int
     closed: bool = False
-    #: Each fresh game's summed return over every seat.
-    team_returns: tuple[float, ...] = ()
+    #: The fresh games: who played each seat, and the returns.
+    games: PlayedGames = attrs.field(factory=PlayedGames)
 
 
 NEW, OPEN, CLOSED = "new", "open", "closed"
@@ -103,17 +104,17 @@ class _Stream:
     def __init__(self, capacity: int) -> None:
         self.quota: Quota | None = None  # only an on-policy learner's stream has one
         self.state = NEW
-        self.queue: deque[tuple[int, Played, int, Sequence[float]]] = deque()
+        self.queue: deque[tuple[int, Played, int, PlayedGames]] = deque()
         self.capacity = capacity
         self.held = 0  # games queued
         self.env_steps = self.played = self.dropped = 0
         self.waiting = 0  # wait_open calls on the stream
         self.changed = asyncio.Condition()
 
-    def add(self, version: int, batch: Played, games: int, env_steps: int, team_returns: Sequence[float]) -> None:
+    def add(self, version: int, batch: Played, games: int, env_steps: int, played: PlayedGames) -> None:
         self.env_steps += env_steps
         self.played += games
-        self.queue.append((version, batch, games, team_returns))
+        self.queue.append((version, batch, games, played))
         self.held += games
         while self.held > self.capacity and len(self.queue) > 1:
             _, _, dropped, _ = self.queue.popleft()
@@ -248,24 +249,24 @@ class EpisodeServerActor:
                     pass
 
     async def put(self, key: str, version: int, batch: Played, games: int, env_steps: int,
-                  team_returns: Sequence[float] = ()) -> bool:
-        """Queue ``batch`` (``games`` games, ``env_steps`` env steps, each game's summed
-        return ``team_returns``) played with weights ``version``; False if ``key`` is not open."""
+                  played: PlayedGames | None = None) -> bool:
+        """Queue ``batch`` (``games`` games, ``env_steps`` env steps, the games themselves:
+        ``played``) played with weights ``version``; False if ``key`` is not open."""
         stream = self._streams.get(key)
         if stream is None:
             return False
         async with stream.changed:
             if stream.state != OPEN:
                 return False
-            stream.add(version, batch, games, env_steps, team_returns)
+            stream.add(version, batch, games, env_steps, played if played is not None else PlayedGames())
             stream.changed.notify_all()
             return True
 
     async def put_many(self, items: Sequence[tuple[str, int, Played]], games: int, env_steps: int,
-                       team_returns: Sequence[float] = ()) -> bool:
+                       played: PlayedGames | None = None) -> bool:
         """:meth:`put` of each ``(key, version, batch)`` (one call for a task's learners:
         the same games); False if any key is not open."""
-        accepted = [await self.put(key, version, batch, games, env_steps, team_returns)
+        accepted = [await self.put(key, version, batch, games, env_steps, played)
                     for key, version, batch in items]
         return all(accepted)
 
@@ -287,8 +288,8 @@ class EpisodeServerActor:
                 pass
             stream.drop_older(min_version)
             parts = tuple((version, batch) for version, batch, _, _ in stream.queue)
-            team_returns = tuple(r for _, _, _, returns in stream.queue for r in returns)
+            games = PlayedGames.join([item[3] for item in stream.queue])
             stream.queue.clear()
             stream.held = 0
             return Batch(parts=parts, env_steps=stream.env_steps, played=stream.played,
-                         dropped=stream.dropped, closed=stream.state == CLOSED, team_returns=team_returns)
+                         dropped=stream.dropped, closed=stream.state == CLOSED, games=games)
