@@ -188,17 +188,18 @@ def load_run(path: str | os.PathLike[str], iteration: int | None = None, *, main
     specs = population_algorithms(config, mapping.populations)
     store = PolicyStore(run, build_algorithms(specs, found), spaces)
     summary = run.read_summary() if iteration is None or main or run.summary_file.is_file() else {}
+    seat_mixtures: Mapping[str, Any] = {}
+    joint: Any = None
     if main:
         if iteration is not None:
             raise UserError("iteration: a league's main agents load at the end of the run only (leave it unset)")
-        populations, seat_mixtures, joint = _main(run, summary), {}, None
+        populations = _main(run, summary)
         at = int(summary.get("iterations", 0))
     elif iteration is None or iteration == summary.get("iterations"):
         populations, seat_mixtures, joint = _final(run, summary)
         at = int(summary.get("iterations", 0))
     else:
         populations = _past(run, int(iteration), mapping.populations, config.scenario.name)
-        seat_mixtures, joint = {}, None
         at = int(iteration)
     for population in populations:
         if population not in spaces:

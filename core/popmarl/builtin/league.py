@@ -12,12 +12,13 @@ copy (``<population>/<role>_<k>``, what others meet when they meet that player);
 of a player and a frozen player that have never met are evaluated
 (``evaluation.episodes_per_entry`` games, or exactly); each player's opponent mixture is
 read from its role's rule and the win-rate table (:mod:`popmarl.league_table`); every
-player trains for ``steps_per_round`` env steps against opponents drawn from it once per
-game (on Ray, at the same time: each player is a learner of its own); the outcomes of
-those games update the win-rate table; players whose role says so are snapshot (a new
-frozen player, saved as the population's next policy) and reset; the new frozen players
-are evaluated against the others (a payoff table of returns, as PSRO's) and the
-meta-solver (``nash`` unless ``solver`` names another) solves it.
+player trains for ``steps_per_round`` env steps (default ``training.max_env_steps``)
+against opponents drawn from it once per game (on Ray, at the same time: each player is a
+learner of its own); the outcomes of those games update the win-rate table; players
+whose role says so are snapshot (a new frozen player, saved as the population's next
+policy) and reset; the new frozen players are evaluated against the others (a payoff
+table of returns, as PSRO's) and the meta-solver (``nash`` unless ``solver`` names
+another) solves it.
 
 Outputs: ``summary.json`` names the frozen players per population with their Nash
 mixture (``popmarl eval`` plays it; OpenSpiel envs write it as ``final_policy.json``)
@@ -67,16 +68,24 @@ from popmarl.seeding import derive_seed
 from popmarl.solver import JointMetaSolver, MetaSolver, SolverResult, solve_checked
 from popmarl.validators import at_least_one, optional, unit_interval
 
-#: ``training`` keys a league does not use: its players train ``steps_per_round`` per round.
-UNUSED_TRAINING = ("max_env_steps", "window", "target_return", "target_win_rate", "patience", "min_env_steps",
+#: ``training`` keys a league does not use: its players train a round's env steps and snapshot as their roles say.
+UNUSED_TRAINING = ("window", "target_return", "target_win_rate", "patience", "min_env_steps",
                    "keep", "self_play", "init")
 #: The solver of the league's output when the config names none.
 DEFAULT_SOLVER = "nash"
 
 
-def _role(cls: type[RoleConfig]) -> Any:
-    """A converter of a role's params (a mapping, as a component receives them) to ``cls``."""
-    return lambda value: value if isinstance(value, cls) else cls(**value)
+def _main_agents(value: Any) -> MainAgentsConfig:
+    """A role's params (a mapping, as a component receives them) as its config."""
+    return value if isinstance(value, MainAgentsConfig) else MainAgentsConfig(**value)
+
+
+def _main_exploiters(value: Any) -> MainExploitersConfig:
+    return value if isinstance(value, MainExploitersConfig) else MainExploitersConfig(**value)
+
+
+def _league_exploiters(value: Any) -> LeagueExploitersConfig:
+    return value if isinstance(value, LeagueExploitersConfig) else LeagueExploitersConfig(**value)
 
 
 @attrs.frozen(kw_only=True)
@@ -84,12 +93,13 @@ class LeagueConfig:
     """The roles (each with a ``count``), env steps per player per round, and the
     win-rate table's decay per game."""
 
-    main_agents: MainAgentsConfig = attrs.field(factory=MainAgentsConfig, converter=_role(MainAgentsConfig))
+    main_agents: MainAgentsConfig = attrs.field(factory=MainAgentsConfig, converter=_main_agents)
     main_exploiters: MainExploitersConfig = attrs.field(factory=MainExploitersConfig,
-                                                        converter=_role(MainExploitersConfig))
+                                                        converter=_main_exploiters)
     league_exploiters: LeagueExploitersConfig = attrs.field(factory=LeagueExploitersConfig,
-                                                            converter=_role(LeagueExploitersConfig))
-    steps_per_round: int = attrs.field(default=20_000, validator=at_least_one)
+                                                            converter=_league_exploiters)
+    #: Env steps each player trains per round (null: ``training.max_env_steps``, 20,000 by default).
+    steps_per_round: int | None = attrs.field(default=None, validator=optional(at_least_one))
     decay: float = attrs.field(default=0.99, validator=unit_interval)
     #: Games per pair of a player and a frozen player it has not met (null: evaluation.episodes_per_entry).
     unmet_episodes: int | None = attrs.field(default=None, validator=optional(at_least_one))
@@ -163,9 +173,12 @@ class League(IterativeScenario):
         defaults = TrainingConfig()
         for name in UNUSED_TRAINING:
             if getattr(config.training, name) != getattr(defaults, name):
-                hint = "scenario.params.steps_per_round" if name == "max_env_steps" else "the league's roles"
-                raise ConfigError(f"training.{name}: not used by the league scenario (its players train as "
-                                  f"{hint} say); remove it")
+                raise ConfigError(f"training.{name}: not used by the league scenario (its players carry on, "
+                                  "snapshot and reset as their roles say); remove it")
+        if self.config.steps_per_round is not None and config.training.max_env_steps != defaults.max_env_steps:
+            raise ConfigError("scenario.params.steps_per_round: set both it and training.max_env_steps (each "
+                              "player's env steps per round); keep one")
+        self._steps_per_round = self.config.steps_per_round or config.training.max_env_steps
         self._solver_named = config.solver != attrs.fields(RunConfig).solver.default
         self._solver_name = config.solver.name if self._solver_named else DEFAULT_SOLVER
 
@@ -203,7 +216,7 @@ class League(IterativeScenario):
         return [state.policies(self.ctx.mapping.population_of[a]) for a in self.ctx.env.agents]
 
     def _new_players(self) -> list[Player]:
-        players = []
+        players: list[Player] = []
         for population in self.ctx.mapping.populations:
             for role in ROLES:
                 for k in range(self.config.role(role).count):
@@ -302,7 +315,7 @@ class League(IterativeScenario):
         train_time = time.monotonic() - t0
         state.restoring = set()
         snapshots = []
-        round_rates: dict[str, float] = {}
+        round_rates: dict[str, float | None] = {}
         for k, (player, result) in enumerate(zip(state.players, results)):
             state.learners[player.key] = result.states[player.key]
             player.trained += result.env_steps
@@ -359,7 +372,7 @@ class League(IterativeScenario):
             init = LearnerInit()
         training = ctx.config.training
         budget = attrs.evolve(training.budget(opponent_exploration(ctx.agents[player.population].algorithm, ctx.env)),
-                              max_env_steps=self.config.steps_per_round)
+                              max_env_steps=self._steps_per_round)
         learner = LearnerSpec(key=player.key, population=player.population, seats=seats, one_seat=True,
                               seed=player.seed, init=init)
         return TrainTask(learners=(learner,), seed=derive_seed(ctx.config.seed, iteration, 100 + k), budget=budget,
@@ -372,9 +385,9 @@ class League(IterativeScenario):
                 return player.key
         return name if name in state.table else None
 
-    def _record(self, state: LeagueState, player: Player, result: TrainResult) -> float:
+    def _record(self, state: LeagueState, player: Player, result: TrainResult) -> float | None:
         """Enter the outcomes of ``player``'s games into the win-rate table; return its win
-        rate in them (draws half; NaN without games)."""
+        rate in them (draws half; None without games)."""
         won = games = 0.0
         for names, counts in result.outcomes.items():
             for seat, name in enumerate(names):
@@ -388,14 +401,15 @@ class League(IterativeScenario):
                 state.table.record(player.key, away, w, d, lost)
                 won += w + 0.5 * d
                 games += w + d + lost
-        return won / games if games else float("nan")
+        return won / games if games else None
 
     def _meet_unmet(self, state: LeagueState, iteration: int) -> int:
         """Evaluate each player's current copy against the frozen players it has never
         met (in both seats with ``shared``), into the win-rate table; return the env steps."""
         ctx = self.ctx
         episodes = self.config.unmet_episodes or ctx.config.evaluation.episodes_per_entry
-        tasks, meta = [], []
+        tasks: list[EvalTask] = []
+        meta: list[tuple[str, str, int]] = []
         for player in state.players:
             opposition = self._opposition(state, player.population)
             for frozen in opposition.frozen:
@@ -409,8 +423,8 @@ class League(IterativeScenario):
         if not tasks:
             return 0
         results = ctx.backend.evaluate(tasks)
-        for (home, away, seat), result in zip(meta, results):
-            w, d, lost = result.outcome_rates()[:, seat] * episodes
+        for (home, away, index), result in zip(meta, results):
+            w, d, lost = result.outcome_rates()[:, index] * episodes
             state.table.record(home, away, float(w), float(d), float(lost))
         return sum(r.env_steps for r in results)
 
@@ -478,7 +492,7 @@ class League(IterativeScenario):
                 target = name.replace("final", "main", 1) if "final" in name else f"main_{name}"
                 (Path(scratch) / name).replace(directory / target)
 
-    def _metrics(self, state: LeagueState, results: Sequence[TrainResult], rates: Mapping[str, float],
+    def _metrics(self, state: LeagueState, results: Sequence[TrainResult], rates: Mapping[str, float | None],
                  snapshots: Sequence[str], *, steps: int, seconds: float, **times: float) -> dict[str, Any]:
         ctx = self.ctx
         nash = self._exact_nash_conv(self._nash_profile(state))

@@ -249,3 +249,29 @@ def test_on_policy_co_learning_on_ray_drops_nothing_and_with_one_worker_equals_l
             assert line["train/dropped_episodes"] == 0
             assert line["train/player_0/updates"] == line["train/player_1/updates"] == 6
             assert line["iteration_env_steps"] == 2 * 6 * 32  # the budget, not a game more (two seats' moves each)
+
+
+def test_a_leagues_players_train_at_the_same_time(tmp_path: Path, monkeypatch: Any) -> None:
+    """Each player of a league is a learner of its own key: with a learner actor each,
+    they update at the same time, and the win-rate table learns from the games the
+    rollout workers played for them."""
+    import popmarl
+
+    monkeypatch.setattr(popmarl, "algorithms", popmarl.algorithms.with_component("logged_bandit", LoggedBandit))
+    log = tmp_path / "log"
+    config = {"scenario": {"name": "league", "params": {"steps_per_round": 1_600}},
+              "env": {"name": "matrix", "params": {"game": "rps"}}, "agents": {"mapping": "shared"},
+              "algorithm": {"name": "logged_bandit", "params": {"log": str(log)}}, "stopping": {"max_iterations": 2},
+              "training": {"episodes_per_update": 50}, "trackers": [],
+              "backend": {"name": "ray", "params": {"num_rollout_workers": 2, "num_learners": 3}}}
+    summary = run(config, tmp_path / "run")
+    assert summary["status"] == "completed"
+    assert len(summary["league"]["players"]) == 3
+    metrics = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    for player in summary["league"]["players"]:
+        assert 0.0 <= metrics[-1][f"win_rate/{player['key']}"] <= 1.0
+    updates = _notes(log, "update")
+    assert len({pid for pid, _ in updates}) == 3  # a learner actor per player
+    by_time = [pid for pid, _ in sorted(updates, key=lambda u: u[1])]
+    switches = sum(1 for a, b in zip(by_time, by_time[1:]) if a != b)
+    assert switches >= 3 * 2 * 2, by_time  # the players' updates interleave in each round

@@ -124,8 +124,9 @@ def _state(run: Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
 
 @pytest.mark.parametrize(("override", "message"), [
     ({"env": {"params": {"game": "kuhn_poker(players=3)"}}}, "scenario: a league is for two-player games; this env has 3 seats"),
-    ({"training": {"max_env_steps": 100}}, "training.max_env_steps: not used by the league scenario (its players "
-                                          "train as scenario.params.steps_per_round say); remove it"),
+    ({"training": {"max_env_steps": 100}}, "scenario.params.steps_per_round: set both it and training.max_env_steps"),
+    ({"training": {"init": "fresh"}}, "training.init: not used by the league scenario (its players carry on, "
+                                      "snapshot and reset as their roles say); remove it"),
     ({"solver": {"name": "cce"}, "agents": {"mapping": "per_player"}},
      "solver: cce gives a joint distribution; a league's output is one mixture per seat"),
     ({"algorithm": {"name": "random", "params": {}}}, "algorithm: random (population shared) does not learn; a league's players learn"),
