@@ -89,6 +89,11 @@ class Algorithm(Component):
     rather than its own decisions (:class:`~popmarl.records.EpisodeBatch`, the default).
     ``needs_state``: whether it reads the env's global state; a run on an env without one
     (:attr:`~popmarl.env.Env.state_space` None) is refused at config time.
+
+    ``trains_team``: whether, in ``marl``, the learning populations that all use this
+    algorithm (e.g. every seat's population under ``per_player``) train as **one team
+    learner** (one key, one trainer over all their seats: a centralized critic's or a
+    mixer's team) rather than one learner each; it implies ``joint_view``.
     """
 
     on_policy: ClassVar[bool] = True
@@ -96,6 +101,7 @@ class Algorithm(Component):
     answers_correlated: ClassVar[bool] = False
     joint_view: ClassVar[bool] = False
     needs_state: ClassVar[bool] = False
+    trains_team: ClassVar[bool] = False
 
     def check(self, *, env: Env, space: PolicySpace) -> None:
         """Raise a :class:`~popmarl.errors.ConfigError` (one line naming the key to change)

@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 HEAVY = ("torch", "ray", "pettingzoo", "pyspiel", "tianshou", "mlflow", "open_spiel", "scipy", "matplotlib",
-         "gymnasium", "pandas", "tensorflow", "jax")
+         "gymnasium", "pandas", "tensorflow", "jax", "torchrl", "tensordict")
 LIMIT_S = 0.5
 
 #: Runs in a fresh interpreter: times ``import popmarl`` + ``names()`` of every registry

@@ -77,6 +77,16 @@ class MARL(IterativeScenario):
     def _learners(self) -> tuple[str, ...]:
         return tuple(p for p in self.ctx.mapping.populations if p not in self.config.frozen)
 
+    def _teams(self) -> tuple[tuple[str, ...], ...]:
+        """The learners, each as its populations (its key, the lead, first): one team of
+        every learning population where they all use one algorithm that trains teams
+        (:attr:`~popmarl.algorithm.Algorithm.trains_team`), else one learner each."""
+        learning = self._learners()
+        agents = [self.ctx.agents[p] for p in learning]
+        if len(learning) > 1 and len({a.algorithm_name for a in agents}) == 1 and agents[0].algorithm.trains_team:
+            return (learning,)
+        return tuple((p,) for p in learning)
+
     def check(self, *, config: RunConfig, mapping: AgentMapping) -> None:
         unknown = sorted(set(self.config.frozen) - set(mapping.populations))
         if unknown:
@@ -138,7 +148,7 @@ class MARL(IterativeScenario):
             ctx.backend.add_policy(ids[-1], ctx.run_dir.load_policy(ids[-1]))
         self.resume_history(saved)
         learners = ctx.run_dir.load_learners(saved)
-        missing = [p for p in self._learners() if p not in learners]
+        missing = [team[0] for team in self._teams() if team[0] not in learners]
         if int(saved["iteration"]) > 0 and missing:
             raise CheckpointError(f"{ctx.run_dir.state_file}: no learner state for {', '.join(missing)} (a checkpoint "
                                   "of an older popmarl, or damaged); the run cannot continue identically")
@@ -216,22 +226,28 @@ class MARL(IterativeScenario):
 
     def _learner_specs(self, state: MARLState, iteration: int) -> tuple[LearnerSpec, ...]:
         """Each learning population's learner, playing all its seats: started from its
-        initial policy, then carried on (rebuilt from the checkpoint after a resume)."""
+        initial policy, then carried on (rebuilt from the checkpoint after a resume). A
+        team (:meth:`_teams`) is one learner, keyed by its lead population, over every
+        member's seats: it starts fresh (a team has no one initial policy to start from)."""
         ctx = self.ctx
         specs = []
-        for k, population in enumerate(ctx.mapping.populations):
-            if population in self.config.frozen:
-                continue
+        for team in self._teams():
+            population = team[0]
             if state.restoring:
                 init = LearnerInit.restore(state.learners[population])
             elif population in state.learners:
                 init = LearnerInit(kind="continue")
+            elif len(team) > 1:
+                init = LearnerInit()
             else:
                 init = LearnerInit.start_from(state.policies[population][0])
-            snapshot = PolicySpec(policy_id=policy_id(population, iteration), population=population,
-                                  algorithm=ctx.agents[population].algorithm_name, iteration=iteration)
-            specs.append(LearnerSpec(key=population, population=population, seats=ctx.mapping.agents_of(population),
-                                     seed=derive_seed(ctx.config.seed, 0, 1_000 + k), init=init, snapshot=snapshot))
+            snapshot, *others = [PolicySpec(policy_id=policy_id(p, iteration), population=p,
+                                            algorithm=ctx.agents[p].algorithm_name, iteration=iteration) for p in team]
+            seats = tuple(seat for p in team for seat in ctx.mapping.agents_of(p))
+            k = ctx.mapping.populations.index(population)
+            specs.append(LearnerSpec(key=population, population=population, seats=seats,
+                                     seed=derive_seed(ctx.config.seed, 0, 1_000 + k), init=init, snapshot=snapshot,
+                                     team_snapshots=tuple(others)))
         return tuple(specs)
 
     def _frozen_opponents(self, state: MARLState) -> tuple[Opponents, ...]:

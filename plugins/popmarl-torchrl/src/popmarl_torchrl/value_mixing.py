@@ -1,0 +1,362 @@
+"""Algorithms ``vdn`` and ``qmix``: value decomposition for discrete cooperative teams.
+
+Every seat acts ε-greedily on its own Q network over its legal actions (the exported
+policies: :class:`~popmarl_torchrl.policy.QPolicy`; a ``shared`` population's seats share
+one network and read their one-hot ids). In training the seats' chosen Q-values are
+mixed into the team's: summed (``vdn``: TorchRL's :class:`~torchrl.modules.VDNMixer`) or
+by QMIX's monotonic hypernetwork conditioned on the global state (``qmix``:
+:class:`~torchrl.modules.QMixer`; the env's state, else every seat's observation
+concatenated), and regressed on the team's reward (the learner's seats' rewards summed)
+plus the discounted target value of the next step, with TorchRL's
+:class:`~torchrl.objectives.QMixerLoss` (TD(0), target networks for the Q networks and
+the mixer, kept by :class:`~torchrl.objectives.SoftUpdate`). Double Q: the next step's
+actions are the online networks' greedy legal ones, valued by the target networks.
+Transitions are one per env step of the team (every seat's row), kept in a replay
+buffer that is trainer state with the mixer, the target networks, Adam's state, the
+ε schedule and the sampling generator.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import attrs
+import numpy as np
+import torch
+from tensordict import TensorDict
+from tensordict.nn import TensorDictModule
+from torch import nn
+from torchrl.modules import QMixer, VDNMixer
+from torchrl.objectives import QMixerLoss, SoftUpdate, ValueEstimators
+
+from popmarl.algorithm import Algorithm, PolicySpace, TrainerContext
+from popmarl.env import Env
+from popmarl.errors import CheckpointError, ConfigError
+from popmarl.policy import Policy
+from popmarl.spaces import Discrete
+from popmarl.trainer import Trainer, TrainerState
+from popmarl.trajectories import JointEpisodes
+from popmarl.validators import at_least_one, layer_widths, non_negative, optional, positive, unit_interval
+
+from popmarl_torchrl.policy import ILLEGAL, QPolicy, mlp, obs_dim, seeded, set_torch_threads
+from popmarl_torchrl.state import (TRAINER, generator_from_json, generator_json, load_modules, modules_bytes, npz_bytes,
+                                   read_npz, read_trainer_json, trainer_json)
+from popmarl_torchrl.team import Team, TeamNet
+
+LOSSES = ("l2", "smooth_l1", "l1")
+
+
+@attrs.frozen(kw_only=True)
+class VDNConfig:
+    """Settings of ``vdn`` (``qmix`` adds ``mixing_embed_dim``).
+
+    Each round adds its games' steps to the replay buffer (``buffer_size`` team steps),
+    then, once ``learning_starts`` steps are stored, takes ``updates_per_step`` gradient
+    steps per new team step (fractions carry over), each on ``batch_size`` steps drawn
+    uniformly. ε falls linearly from ``eps_start`` to ``eps_end`` over ``eps_decay_steps``
+    team steps (every seat acts ε-greedily). ``target_tau``: the target networks' soft
+    update per gradient step. ``agent_id``: a population of several seats (``shared``)
+    gives its Q network the seat's one-hot id."""
+
+    lr: float = attrs.field(default=5e-4, validator=positive)
+    hidden: list[int] = attrs.field(factory=lambda: [64, 64], validator=layer_widths)
+    gamma: float = attrs.field(default=0.99, validator=unit_interval)
+    batch_size: int = attrs.field(default=256, validator=at_least_one)
+    buffer_size: int = attrs.field(default=50_000, validator=at_least_one)
+    learning_starts: int = attrs.field(default=1_000, validator=non_negative)
+    updates_per_step: float = attrs.field(default=0.25, validator=positive)
+    eps_start: float = attrs.field(default=1.0, validator=unit_interval)
+    eps_end: float = attrs.field(default=0.05, validator=unit_interval)
+    eps_decay_steps: int = attrs.field(default=10_000, validator=at_least_one)
+    target_tau: float = attrs.field(default=0.005, validator=unit_interval)
+    double_q: bool = True
+    loss: str = attrs.field(default="l2", validator=attrs.validators.in_(LOSSES))
+    max_grad_norm: float | None = attrs.field(default=10.0, validator=optional(positive))
+    agent_id: bool = True
+    torch_threads: int = attrs.field(default=1, validator=at_least_one)
+
+
+@attrs.frozen(kw_only=True)
+class QMIXConfig(VDNConfig):
+    """``vdn``'s settings and the width of QMIX's mixing network (``mixing_embed_dim``)."""
+
+    mixing_embed_dim: int = attrs.field(default=32, validator=at_least_one)
+
+
+class ValueMixing(Algorithm):
+    """Per-seat Q networks whose chosen values a mixer combines; one learner over the team."""
+
+    joint_view = True
+    trains_team = True
+    on_policy = False
+    kind: ClassVar[str] = ""
+    config: VDNConfig
+
+    def check(self, *, env: Env, space: PolicySpace) -> None:
+        name = self.kind
+        if not isinstance(space.action_space, Discrete):
+            raise ConfigError(f"algorithm: {name} needs discrete actions, and population {space.population} acts in "
+                              f"{space.action_space}; use mappo (discrete or Box actions)")
+        if env.zero_sum:
+            raise ConfigError(f"algorithm: {name} trains a cooperative team on its seats' summed reward, and "
+                              f"env {type(env).__name__} is two-player zero-sum; use dqn, ppo or mappo")
+
+    def make_policy(self, *, space: PolicySpace, seed: int) -> QPolicy:
+        c = self.config
+        set_torch_threads(c.torch_threads)
+        assert isinstance(space.action_space, Discrete)
+        ids = len(space.agents) if c.agent_id and len(space.agents) > 1 else 0
+        with seeded(seed):
+            qnet = mlp(obs_dim(space.observation_space) + ids, space.action_space.n, c.hidden, nn.ReLU)
+        return QPolicy(space=space, qnet=qnet, agent_id=ids > 0, eps=c.eps_start)
+
+    def make_trainer(self, *, policy: Policy, space: PolicySpace, seed: int,
+                     context: TrainerContext | None = None) -> ValueMixingTrainer:
+        if context is None:
+            raise TypeError(f"{self.kind}: make_trainer needs the learner's context (its team's seats and spaces)")
+        team = Team(context)
+        if not team.discrete:
+            raise ConfigError(f"algorithm: {self.kind} needs discrete actions for every seat of its team")
+        with seeded(seed + 1):
+            mixer = self.mixer(team)
+        return ValueMixingTrainer(self.config, team, mixer, kind=self.kind, seed=seed)
+
+    def mixer(self, team: Team) -> TensorDictModule:
+        """The mixing network over ``team``'s chosen Q-values."""
+        raise TypeError(f"{type(self).__name__}: a value-mixing algorithm names its mixer")
+
+
+class VDN(ValueMixing):
+    """VDN: the team's Q-value is the sum of its seats' (TorchRL's ``VDNMixer``)."""
+
+    Config = VDNConfig
+    kind = "vdn"
+
+    def mixer(self, team: Team) -> TensorDictModule:
+        return TensorDictModule(VDNMixer(n_agents=team.n, device="cpu"), in_keys=[("agents", "chosen_action_value")],
+                                out_keys=["chosen_action_value"])
+
+
+class QMIX(ValueMixing):
+    """QMIX: a monotonic mixing network whose weights a hypernetwork makes from the state
+    (TorchRL's ``QMixer``)."""
+
+    Config = QMIXConfig
+    kind = "qmix"
+    config: QMIXConfig
+
+    def mixer(self, team: Team) -> TensorDictModule:
+        module = QMixer(state_shape=(team.state_dim,), mixing_embed_dim=self.config.mixing_embed_dim,
+                        n_agents=team.n, device="cpu")
+        return TensorDictModule(module, in_keys=[("agents", "chosen_action_value"), "state"],
+                                out_keys=["chosen_action_value"])
+
+
+class _TeamQ(nn.Module):
+    """The team's local Q-values for QMixerLoss: every seat's values over its legal
+    actions (zero for a seat not acting), the actions valued (``greedy``: the given
+    ones, the online networks' choice under double Q; else its own argmax) and their values."""
+
+    def __init__(self, qnet: TeamNet, *, double_q: bool) -> None:
+        super().__init__()
+        self.qnet = qnet
+        self.double_q = double_q
+
+    def forward(self, obs: torch.Tensor, mask: torch.Tensor, acted: torch.Tensor,
+                greedy: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        q = self.qnet(obs)
+        values = torch.where(acted.unsqueeze(-1), torch.where(mask, q, ILLEGAL), 0.0)
+        action = greedy if self.double_q else values.argmax(dim=-1)
+        chosen = values.gather(-1, action.unsqueeze(-1)) * acted.unsqueeze(-1)
+        return values, action, chosen
+
+
+#: The replay buffer's columns: (name, dtype), each row one team step.
+def _columns(team: Team) -> dict[str, tuple[tuple[int, ...], Any]]:
+    n, d, a, s = team.n, team.max_obs, team.max_actions, team.state_dim
+    return {"obs": ((n, d), np.float32), "mask": ((n, a), np.bool_), "acted": ((n,), np.bool_),
+            "action": ((n,), np.int64), "state": ((s,), np.float32), "next_obs": ((n, d), np.float32),
+            "next_mask": ((n, a), np.bool_), "next_acted": ((n,), np.bool_), "next_state": ((s,), np.float32),
+            "reward": ((), np.float32), "terminated": ((), np.bool_), "done": ((), np.bool_)}
+
+
+class Replay:
+    """A ring buffer of team steps (numpy columns)."""
+
+    def __init__(self, capacity: int, columns: Mapping[str, tuple[tuple[int, ...], Any]]) -> None:
+        self.capacity = capacity
+        self.columns = dict(columns)
+        self.data = {k: np.zeros((capacity, *shape), dtype) for k, (shape, dtype) in columns.items()}
+        self.size = self.insertion = 0
+
+    def add(self, rows: Mapping[str, np.ndarray]) -> None:
+        count = len(rows["reward"])
+        if count >= self.capacity:
+            rows, count = {k: v[-self.capacity:] for k, v in rows.items()}, self.capacity
+        at = (self.insertion + np.arange(count)) % self.capacity
+        for key, column in self.data.items():
+            column[at] = rows[key]
+        self.insertion = int((self.insertion + count) % self.capacity)
+        self.size = min(self.capacity, self.size + count)
+
+    def sample(self, count: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        at = rng.integers(self.size, size=count)
+        return {k: v[at] for k, v in self.data.items()}
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        return {k: v[:self.size] for k, v in self.data.items()}
+
+    def load(self, size: int, insertion: int, arrays: Mapping[str, np.ndarray], name: str) -> None:
+        if not (0 <= size <= self.capacity and 0 <= insertion < self.capacity) or set(arrays) != set(self.data):
+            raise CheckpointError(f"trainer state {name}: a buffer of {size} steps (insertion {insertion}, columns "
+                                  f"{sorted(arrays)}) does not fit this config's buffer of {self.capacity}")
+        for key, column in self.data.items():
+            value = arrays[key]
+            if value.shape != (size, *column.shape[1:]):
+                raise CheckpointError(f"trainer state {name}: {key} has shape {value.shape}, expected "
+                                      f"{(size, *column.shape[1:])} (another config?)")
+            column[:size] = value
+        self.size, self.insertion = size, insertion
+
+
+def team_steps(team: Team, games: JointEpisodes) -> dict[str, np.ndarray]:
+    """One replay row per env step of ``games`` (of the games where the learner played):
+    every team seat's observation, legal actions and action, the state, the same at the
+    next step (at a game's end: at its cut, nothing where it ended), the team's reward."""
+    game = games.game_of_row
+    last = np.zeros(games.steps, bool)
+    last[games.starts[1:] - 1] = True
+    following = np.minimum(np.arange(games.steps) + 1, games.steps - 1)
+    obs, masks, acted, state = team.obs(games), team.masks(games), team.valid(games), team.state(games)
+    final_obs, final_masks, final_state = team.obs(games, final=True), team.masks(games, final=True), team.state(
+        games, final=True)
+    columns = team.columns(games)
+    in_play = np.array([[games.rows[s].final_obs[g] is not None and bool(games.own[g, k])
+                         for s, k in zip(team.seats, columns)] for g in range(len(games))], bool).reshape(len(games),
+                                                                                                         team.n)
+    pick = last[:, None]
+    rows = {
+        "obs": obs, "mask": masks, "acted": acted, "action": np.where(acted, team.actions(games), 0).astype(np.int64),
+        "state": state,
+        "next_obs": np.where(pick[:, :, None], final_obs[game], obs[following]),
+        "next_mask": np.where(pick[:, :, None], final_masks[game], masks[following]),
+        "next_acted": np.where(pick, in_play[game], acted[following]),
+        "next_state": np.where(pick, final_state[game], state[following]),
+        "reward": team.team_rewards(games).astype(np.float32),
+        "terminated": last & ~games.truncated[game], "done": last,
+    }
+    keep = games.own[game].any(axis=1)
+    return {k: v[keep] for k, v in rows.items()}
+
+
+class ValueMixingTrainer(Trainer):
+    """VDN's or QMIX's update (see the module docstring)."""
+
+    def __init__(self, config: VDNConfig, team: Team, mixer: TensorDictModule, *, kind: str, seed: int) -> None:
+        self.config = c = config
+        self.team = team
+        self.kind = kind
+        self.policies = [p for p in team.policies.values() if isinstance(p, QPolicy)]
+        self.qnet = TeamNet(team, {p: pol.modules["q"] for p, pol in team.policies.items()}, team.max_actions)
+        agents = "agents"
+        local = TensorDictModule(_TeamQ(self.qnet, double_q=c.double_q),
+                                 in_keys=[(agents, "observation"), (agents, "mask"), (agents, "acted"),
+                                          (agents, "greedy")],
+                                 out_keys=[(agents, "action_value"), (agents, "action"),
+                                           (agents, "chosen_action_value")])
+        self.mixer = mixer
+        self.loss = QMixerLoss(local, mixer, loss_function=c.loss, delay_value=True, action_space="categorical")
+        self.loss.make_value_estimator(ValueEstimators.TD0, gamma=c.gamma)
+        self.target = SoftUpdate(self.loss, tau=c.target_tau)
+        params = list(dict.fromkeys([*self.qnet.parameters(), *mixer.parameters()]))
+        self.optim = torch.optim.Adam(params, lr=c.lr)
+        self.params = params
+        self.replay = Replay(c.buffer_size, _columns(team))
+        self.rng = np.random.default_rng(seed)
+        self.timesteps = 0
+        self.gradient_steps = 0
+        self.owed = 0.0
+        self._set_eps()
+
+    def _set_eps(self) -> None:
+        c = self.config
+        frac = min(1.0, self.timesteps / c.eps_decay_steps)
+        eps = c.eps_start + frac * (c.eps_end - c.eps_start)
+        for policy in self.policies:
+            policy.eps = eps
+
+    def _greedy(self, obs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """The online networks' greedy legal actions (action 0 where none is legal)."""
+        with torch.no_grad():
+            return torch.where(mask, self.qnet(obs), ILLEGAL).argmax(dim=-1)
+
+    def _batch(self, rows: Mapping[str, np.ndarray]) -> TensorDict:
+        t = {k: torch.as_tensor(v) for k, v in rows.items()}
+        size, n = len(t["reward"]), self.team.n
+        now = TensorDict({"observation": t["obs"], "mask": t["mask"], "acted": t["acted"], "action": t["action"],
+                          "greedy": t["action"]}, batch_size=[size, n])
+        after = TensorDict({"observation": t["next_obs"], "mask": t["next_mask"], "acted": t["next_acted"],
+                            "greedy": self._greedy(t["next_obs"], t["next_mask"])}, batch_size=[size, n])
+        return TensorDict({"agents": now, "state": t["state"],
+                           "next": TensorDict({"agents": after, "state": t["next_state"],
+                                               "reward": t["reward"].unsqueeze(-1),
+                                               "done": t["done"].unsqueeze(-1),
+                                               "terminated": t["terminated"].unsqueeze(-1)}, batch_size=[size])},
+                          batch_size=[size])
+
+    def update(self, episodes: Any) -> Mapping[str, float]:
+        games: JointEpisodes = episodes
+        if not isinstance(games, JointEpisodes):
+            raise TypeError(f"{self.kind} learns from the joint view (JointEpisodes)")
+        c = self.config
+        steps = team_steps(self.team, games)
+        new = len(steps["reward"])
+        self.replay.add(steps)
+        self.timesteps += new
+        losses = []
+        if self.replay.size >= max(c.learning_starts, 1):
+            self.owed += new * c.updates_per_step
+            count = math.floor(self.owed)
+            self.owed -= count
+            for _ in range(count):
+                out = self.loss(self._batch(self.replay.sample(c.batch_size, self.rng)))
+                self.optim.zero_grad()
+                out["loss"].backward()
+                if c.max_grad_norm is not None:
+                    nn.utils.clip_grad_norm_(self.params, c.max_grad_norm)
+                self.optim.step()
+                self.target.step()
+                self.gradient_steps += 1
+                losses.append(float(out["loss"].detach()))
+        self._set_eps()
+        metrics = {"eps": self.policies[0].eps if self.policies else 0.0, "buffer": float(self.replay.size),
+                   "gradient_steps": float(self.gradient_steps), "team_steps": float(self.timesteps)}
+        if losses:
+            metrics["loss"] = float(np.mean(losses))
+        return metrics
+
+    # -- state ------------------------------------------------------------------------------
+    def state(self) -> TrainerState:
+        """``trainer.json`` (counters, the sampling generator, the buffer's fill),
+        ``trainer.pt`` (the loss module: the mixer and every target network; Adam's state)
+        and ``buffer.npz`` (the replay buffer's rows)."""
+        return {TRAINER: trainer_json(self.kind, timesteps=self.timesteps, gradient_steps=self.gradient_steps,
+                                      owed=self.owed, rng=generator_json(self.rng),
+                                      buffer={"size": self.replay.size, "insertion": self.replay.insertion}),
+                "trainer.pt": modules_bytes({"loss": self.loss, "optim": self.optim}),
+                "buffer.npz": npz_bytes(self.replay.arrays())}
+
+    def load_state(self, state: TrainerState) -> None:
+        data = read_trainer_json(state, self.kind, ("timesteps", "gradient_steps", "owed", "rng", "buffer"))
+        load_modules(state, "trainer.pt", {"loss": self.loss, "optim": self.optim})
+        try:
+            size, insertion = int(data["buffer"]["size"]), int(data["buffer"]["insertion"])
+        except (KeyError, TypeError, ValueError):
+            raise CheckpointError(f"trainer state {TRAINER}: buffer needs integer size and insertion") from None
+        self.replay.load(size, insertion, read_npz(state, "buffer.npz"), "buffer.npz")
+        self.timesteps, self.gradient_steps = int(data["timesteps"]), int(data["gradient_steps"])
+        self.owed = float(data["owed"])
+        self.rng = generator_from_json(data["rng"], "rng")
+        self._set_eps()
