@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from abc import abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -92,6 +92,20 @@ class IterativeScenario(Scenario):
     @abstractmethod
     def summary(self, state: Any, status: str, reason: str) -> dict[str, Any]:
         """The content of ``summary.json`` (``state`` is None if none was built)."""
+
+    def stop_reason(self, iteration: int, history: Sequence[Mapping[str, Any]] = ()) -> tuple[str, str] | None:
+        """``(status, reason)`` if the run stops before iteration ``iteration + 1`` by the
+        config's ``stopping`` (``target_nash_conv``: by the last ``history`` line's
+        ``nash_conv``, where known), else None."""
+        stopping = self.ctx.config.stopping
+        nash_conv = history[-1].get("nash_conv") if history else None
+        if stopping.target_nash_conv is not None and nash_conv is not None and nash_conv <= stopping.target_nash_conv:
+            return "completed", "target_nash_conv"
+        if iteration >= stopping.max_iterations:
+            return "completed", "max_iterations"
+        if stopping.max_wall_time_s is not None and self.elapsed() >= stopping.max_wall_time_s:
+            return "stopped", "max_wall_time_s"
+        return None
 
     def finish(self, state: Any) -> None:
         """Work at the end of a run with a state (e.g. exporting the final policy)."""

@@ -5,6 +5,10 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import os
+import signal
+import subprocess
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -96,3 +100,26 @@ def collapsed_strategies(run_dir: Path, summary: Mapping[str, Any], agents: Sequ
             strategy = strategy + weight * probs
         result.append(np.asarray(strategy))
     return result
+
+
+def kill_during(proc: subprocess.Popen[str], metrics: Path, lines: int, sleep_s: float,
+                timeout_s: float = 300) -> None:
+    """Wait until the run ``proc`` writes its ``lines``-th metrics line (it must still be
+    running), ``sleep_s`` more, then kill its process group with SIGKILL."""
+    try:
+        deadline = time.monotonic() + timeout_s
+        while not metrics.exists() or metrics.read_bytes().count(b"\n") < lines:
+            assert proc.poll() is None, "the run ended before it could be killed"
+            assert time.monotonic() < deadline, f"{metrics} never reached {lines} lines"
+            time.sleep(0.002)
+        time.sleep(sleep_s)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate(timeout=60)
+    assert proc.returncode == -signal.SIGKILL
+
+
+def assert_same_run(run: Path, reference: Path, context: str) -> None:
+    """``run`` wrote the metrics lines and summary ``reference`` did, times aside."""
+    assert [without_times(m) for m in read_metrics(run)] == [without_times(m) for m in read_metrics(reference)], context
+    assert without_times(read_summary(run)) == without_times(read_summary(reference)), context

@@ -292,16 +292,9 @@ class League(IterativeScenario):
 
     # -- the loop -------------------------------------------------------------------
     def loop(self, state: LeagueState) -> tuple[str, str]:
-        stopping = self.ctx.config.stopping
-        while True:
-            nash = state.history[-1]["nash_conv"] if state.history else None
-            if stopping.target_nash_conv is not None and nash is not None and nash <= stopping.target_nash_conv:
-                return "completed", "target_nash_conv"
-            if state.iteration >= stopping.max_iterations:
-                return "completed", "max_iterations"
-            if stopping.max_wall_time_s is not None and self.elapsed() >= stopping.max_wall_time_s:
-                return "stopped", "max_wall_time_s"
+        while (stop := self.stop_reason(state.iteration, state.history)) is None:
             self._round(state)
+        return stop
 
     def _round(self, state: LeagueState) -> None:
         ctx = self.ctx

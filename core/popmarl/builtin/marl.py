@@ -173,13 +173,9 @@ class MARL(IterativeScenario):
 
     # -- the loop -------------------------------------------------------------------
     def loop(self, state: MARLState) -> tuple[str, str]:
-        stopping = self.ctx.config.stopping
-        while True:
-            if state.iteration >= stopping.max_iterations:
-                return "completed", "max_iterations"
-            if stopping.max_wall_time_s is not None and self.elapsed() >= stopping.max_wall_time_s:
-                return "stopped", "max_wall_time_s"
+        while (stop := self.stop_reason(state.iteration)) is None:
             self._iterate(state)
+        return stop
 
     def _iterate(self, state: MARLState) -> None:
         ctx = self.ctx

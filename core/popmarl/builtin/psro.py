@@ -168,16 +168,9 @@ class PSRO(IterativeScenario):
 
     # -- the loop -------------------------------------------------------------------
     def loop(self, state: PSROState) -> tuple[str, str]:
-        stopping = self.ctx.config.stopping
-        while True:
-            nash = state.history[-1]["nash_conv"] if state.history else None
-            if stopping.target_nash_conv is not None and nash is not None and nash <= stopping.target_nash_conv:
-                return "completed", "target_nash_conv"
-            if state.iteration >= stopping.max_iterations:
-                return "completed", "max_iterations"
-            if stopping.max_wall_time_s is not None and self.elapsed() >= stopping.max_wall_time_s:
-                return "stopped", "max_wall_time_s"
+        while (stop := self.stop_reason(state.iteration, state.history)) is None:
             self._iterate(state)
+        return stop
 
     def _iterate(self, state: PSROState) -> None:
         ctx = self.ctx

@@ -7,9 +7,7 @@ from __future__ import annotations
 import json
 import os
 import random
-import signal
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +15,7 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "core"))
-from core_helpers import read_metrics, read_npz, read_summary, without_times  # noqa: E402
+from core_helpers import assert_same_run, kill_during, read_metrics, read_npz, read_summary  # noqa: E402
 
 SMALL_DQN = {"name": "dqn", "params": {"hidden": [32], "learning_starts": 64, "batch_size": 32,
                                        "eps_decay_steps": 1_000, "target_update_freq": 20}}
@@ -158,23 +156,11 @@ def test_a_league_killed_and_resumed_equals_an_uninterrupted_one(write_config, r
     run = tmp_path / "killed"
     round_s = float(read_summary(reference)["wall_time_s"]) / ROUNDS
     proc = popen_cli("run", config, "--out", run)
-    try:
-        deadline = time.monotonic() + 300
-        wanted = rng.randint(1, ROUNDS - 3)
-        metrics = run / "metrics.jsonl"
-        while not metrics.exists() or metrics.read_bytes().count(b"\n") < wanted:
-            assert proc.poll() is None, "the run ended before it could be killed"
-            assert time.monotonic() < deadline
-            time.sleep(0.002)
-        time.sleep(rng.uniform(0, min(0.3, round_s)))
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate(timeout=60)
+    kill_during(proc, run / "metrics.jsonl", rng.randint(1, ROUNDS - 3), rng.uniform(0, min(0.3, round_s)))
     context = f"POPMARL_TEST_KILL_SEED={SEED}"
     assert len(read_metrics(run)) < ROUNDS, context
     resumed = run_cli("run", "--resume", run, timeout=600)
     assert resumed.returncode == 0, f"{context}\n{resumed}"
-    assert [without_times(m) for m in read_metrics(run)] == [without_times(m) for m in read_metrics(reference)], context
-    assert without_times(read_summary(run)) == without_times(read_summary(reference)), context
+    assert_same_run(run, reference, context)
     for name in ("final_policy.json", "main_policy.json"):
         assert (run / name).read_text() == (reference / name).read_text(), f"{context}: {name}"

@@ -7,9 +7,7 @@ from __future__ import annotations
 
 import os
 import random
-import signal
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +15,7 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "core"))
-from core_helpers import read_metrics, read_npz, read_summary, without_times  # noqa: E402
+from core_helpers import assert_same_run, kill_during, read_metrics, read_npz, read_summary  # noqa: E402
 
 ITERATIONS = 10
 SEED = int(os.environ.get("POPMARL_TEST_KILL_SEED", random.SystemRandom().randrange(1 << 30)))
@@ -39,14 +37,6 @@ def _config(algorithm: str) -> dict[str, Any]:
     }
 
 
-def _wait_for_lines(metrics: Path, count: int, proc: Any) -> None:
-    deadline = time.monotonic() + 300
-    while not metrics.exists() or metrics.read_bytes().count(b"\n") < count:
-        assert proc.poll() is None, "the run ended before it could be killed"
-        assert time.monotonic() < deadline, f"{metrics} never reached {count} lines"
-        time.sleep(0.002)
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("algorithm", sorted(ALGORITHMS))
 def test_marl_killed_and_resumed_equals_an_uninterrupted_run(algorithm, tmp_path, write_config, run_cli,
@@ -66,20 +56,13 @@ def test_marl_killed_and_resumed_equals_an_uninterrupted_run(algorithm, tmp_path
     # a longer wait could let a fast run finish before the kill.
     iteration_s = float(read_summary(reference)["wall_time_s"]) / ITERATIONS
     proc = popen_cli("run", config, "--out", run)
-    try:
-        _wait_for_lines(run / "metrics.jsonl", rng.randint(1, ITERATIONS - 3), proc)
-        time.sleep(rng.uniform(0, min(0.3, iteration_s)))
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate(timeout=60)
+    kill_during(proc, run / "metrics.jsonl", rng.randint(1, ITERATIONS - 3), rng.uniform(0, min(0.3, iteration_s)))
     context = f"{algorithm}, POPMARL_TEST_KILL_SEED={SEED}"
-    assert proc.returncode == -signal.SIGKILL, context
     assert len(read_metrics(run)) < ITERATIONS, context
 
     resumed = run_cli("run", config, "--resume", run, timeout=600)
     assert resumed.returncode == 0, f"{context}\n{resumed}"
-    assert [without_times(m) for m in read_metrics(run)] == [without_times(m) for m in learned], context
-    assert without_times(read_summary(run)) == without_times(read_summary(reference)), context
+    assert_same_run(run, reference, context)
     for population in ("player_0", "player_1"):
         last = f"checkpoints/policies/{population}/{ITERATIONS}.npz"
         mine, theirs = read_npz(run / last), read_npz(reference / last)

@@ -7,9 +7,7 @@ from __future__ import annotations
 
 import os
 import random
-import signal
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -20,18 +18,10 @@ import yaml
 from torchrl_helpers import SPEAKER_LISTENER, marl_config
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "core"))
-from core_helpers import read_metrics, read_npz, read_summary, without_times  # noqa: E402
+from core_helpers import assert_same_run, kill_during, read_metrics, read_npz, read_summary  # noqa: E402
 
 ITERATIONS = 6
 SEED = int(os.environ.get("POPMARL_TEST_KILL_SEED", random.SystemRandom().randrange(1 << 30)))
-
-
-def _wait_for_lines(metrics: Path, count: int, proc: Any) -> None:
-    deadline = time.monotonic() + 120
-    while not metrics.exists() or metrics.read_bytes().count(b"\n") < count:
-        assert proc.poll() is None, "the run ended before it could be killed"
-        assert time.monotonic() < deadline, f"{metrics} never reached {count} lines"
-        time.sleep(0.002)
 
 
 @pytest.mark.slow
@@ -52,20 +42,13 @@ def test_a_killed_and_resumed_team_equals_an_uninterrupted_run(algorithm: str, t
     run = tmp_path / "killed"
     iteration_s = float(read_summary(reference)["wall_time_s"]) / ITERATIONS
     proc = popen_cli("run", config, "--out", run)
-    try:
-        _wait_for_lines(run / "metrics.jsonl", rng.randint(1, ITERATIONS - 2), proc)
-        time.sleep(rng.uniform(0, min(0.3, iteration_s)))
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate(timeout=60)
+    kill_during(proc, run / "metrics.jsonl", rng.randint(1, ITERATIONS - 2), rng.uniform(0, min(0.3, iteration_s)))
     context = f"{algorithm}, POPMARL_TEST_KILL_SEED={SEED}"
-    assert proc.returncode == -signal.SIGKILL, context
     assert len(read_metrics(run)) < ITERATIONS, context
 
     resumed = run_cli("run", config, "--resume", run, timeout=300)
     assert resumed.returncode == 0, f"{context}\n{resumed}"
-    assert [without_times(m) for m in read_metrics(run)] == [without_times(m) for m in learned], context
-    assert without_times(read_summary(run)) == without_times(read_summary(reference)), context
+    assert_same_run(run, reference, context)
     for population in ("speaker_0", "listener_0"):
         last = f"checkpoints/policies/{population}/{ITERATIONS}.npz"
         mine, theirs = read_npz(run / last), read_npz(reference / last)
