@@ -79,6 +79,8 @@ class TrainingConfig:
     init: Literal["fresh", "previous", "newest_weights"] = "newest_weights"
     self_play: float = attrs.field(default=0.0, validator=unit_interval)
     opponent_epsilon: float | None = attrs.field(default=None, validator=optional(unit_interval))
+    #: psro: best responses learning at once per population (Pipeline PSRO; 1: PSRO).
+    pipeline: int = attrs.field(default=1, validator=at_least_one)
 
     def __attrs_post_init__(self) -> None:
         if self.max_env_steps is None and self.max_episodes is None and self.max_wall_time_s is None:

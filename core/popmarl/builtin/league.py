@@ -70,7 +70,7 @@ from popmarl.validators import at_least_one, optional, unit_interval
 
 #: ``training`` keys a league does not use: its players train a round's env steps and snapshot as their roles say.
 UNUSED_TRAINING = ("window", "target_return", "target_win_rate", "patience", "min_env_steps",
-                   "keep", "self_play", "init")
+                   "keep", "self_play", "init", "pipeline")
 #: The solver of the league's output when the config names none.
 DEFAULT_SOLVER = "nash"
 

@@ -50,7 +50,7 @@ class MARLConfig:
 
 #: ``training`` keys about one best response against frozen opponents: ``psro`` only.
 PSRO_ONLY_TRAINING = ("window", "target_return", "target_win_rate", "patience", "min_env_steps", "keep", "self_play",
-                      "opponent_epsilon", "init")
+                      "opponent_epsilon", "init", "pipeline")
 
 
 @attrs.define

@@ -32,6 +32,7 @@ from popmarl.executor import population_of
 from popmarl.keep import keep_best_problem
 from popmarl.metagame import entropy, expected_payoffs, joint_values
 from popmarl.payoffs import PayoffTable, evaluate_missing
+from popmarl.pipeline import active_keys, active_policy_id, level_opponents, restricted
 from popmarl.policy import Policy
 from popmarl.population import AgentMapping, policy_id
 from popmarl.records import (
@@ -82,6 +83,7 @@ class PSRO(IterativeScenario):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        self._pipeline = 1
         self.policies: dict[str, Policy] = {}
         self._restoring: set[str] = set()
         self._outcomes: dict[tuple[int, ...], np.ndarray] = {}  # seat 0's win/draw/loss counts per entry
@@ -91,6 +93,10 @@ class PSRO(IterativeScenario):
             raise ConfigError(f"evaluation.ratings: Elo ratings are for two-player games; this env has "
                               f"{len(mapping.population_of)} seats (set evaluation.ratings: false)")
         training = config.training
+        self._pipeline = training.pipeline
+        if training.pipeline > 1 and training.init == "previous":
+            raise ConfigError("training.init: previous carries one learner on per population; with training.pipeline "
+                              "every active learner carries on already: use newest_weights or fresh")
         if training.keep == "best":
             problem = keep_best_problem(window=training.window, episodes_per_update=training.episodes_per_update)
             if problem is not None:
@@ -98,6 +104,14 @@ class PSRO(IterativeScenario):
 
     def check_solver(self, solver: MetaSolver, *, mapping: AgentMapping,
                      agents: Mapping[str, AgentInterface]) -> None:
+        if self._pipeline > 1:
+            exact = sorted(a.algorithm_name for a in agents.values() if a.answers)
+            if exact:
+                raise ConfigError(f"training.pipeline: {exact[0]} answers exactly, at once; a pipeline of best "
+                                  "responses is for learning algorithms (set training.pipeline: 1)")
+            if isinstance(solver, JointMetaSolver):
+                raise ConfigError("training.pipeline: the ce and cce solvers' joint meta-strategies take one best "
+                                  "response per recommendation; use a pipeline with a per-seat solver (nash, prd, ...)")
         if not isinstance(solver, JointMetaSolver):
             return
         for population in mapping.populations:
@@ -189,6 +203,10 @@ class PSRO(IterativeScenario):
                 self._add(pid, frozen.weights)
                 state.policies[population].append(pid)
             state.learners.update(result.states)
+        if self._pipeline > 1:  # the lowest learners are frozen now: no longer active
+            for population, ids in state.policies.items():
+                state.learners = {k: v for k, v in state.learners.items()
+                                  if k not in active_keys(population, len(ids) - 1, 1)}
         self._restoring = set()
         t1 = time.monotonic()
         table, eval_steps, exact_entries = self._expand(state.table, state.policies, iteration=iteration)
@@ -214,8 +232,11 @@ class PSRO(IterativeScenario):
 
     def _solve(self, table: PayoffTable) -> SolverResult:
         """The meta-solver's answer for ``table``, checked (a wrong one fails the run, naming the solver)."""
+        return self._solve_values(table.values)
+
+    def _solve_values(self, values: np.ndarray) -> SolverResult:
         ctx = self.ctx
-        return solve_checked(ctx.solver, table.values, name=ctx.config.solver.name, seats=ctx.env.agents)
+        return solve_checked(ctx.solver, values, name=ctx.config.solver.name, seats=ctx.env.agents)
 
     def _train_tasks(self, state: PSROState, iteration: int) -> list[TrainTask]:
         """One task per population: its learner best-responds, in its seats, to the
@@ -227,6 +248,8 @@ class PSRO(IterativeScenario):
         checkpointed), each further one a new learner under a key of its own."""
         ctx = self.ctx
         training = ctx.config.training
+        if training.pipeline > 1:
+            return self._pipeline_tasks(state, iteration)
         opponents = tuple(
             Opponents(agent=agent, population=ctx.mapping.population_of[agent],
                       policy_ids=tuple(state.policies[ctx.mapping.population_of[agent]]), mixture=state.meta[k])
@@ -253,6 +276,52 @@ class PSRO(IterativeScenario):
                                       one_seat=True, seed=seed, init=init, snapshot=spec)
                 tasks.append(TrainTask(learners=(learner,), seed=seed, opponents=seats, joint=joint, budget=budget,
                                        return_state=warm and j == 0))
+        return tasks
+
+    def _pipeline_tasks(self, state: PSROState, iteration: int) -> list[TrainTask]:
+        """Pipeline PSRO (:mod:`popmarl.pipeline`): one task per population and level; the
+        lowest against the meta-strategy (and frozen after the iteration), each higher one
+        against the restricted game's over the frozen policies and the active learners below
+        it that have trained (their current weights, evaluated now)."""
+        ctx = self.ctx
+        training = ctx.config.training
+        agents, population_of = ctx.env.agents, ctx.mapping.population_of
+        levels = training.pipeline
+        actives = {p: active_keys(p, len(ids), levels) for p, ids in state.policies.items()}
+        for keys in actives.values():
+            for key in keys:
+                if key in state.learners:
+                    ctx.backend.add_policy(active_policy_id(key), state.learners[key].weights)
+        trained = {p: [key for key in keys if key in state.learners] for p, keys in actives.items()}
+        axis_ids = [list(state.policies[population_of[a]]) + [active_policy_id(key) for key in trained[population_of[a]]]
+                    for a in agents]
+        table, _, _ = evaluate_missing(state.table, axis_ids, backend=ctx.backend, agents=agents,
+                                       episodes=ctx.config.evaluation.episodes_per_entry,
+                                       seed=derive_seed(ctx.config.seed, iteration, 1_000_033))
+        tasks = []
+        for k, population in enumerate(ctx.mapping.populations):
+            budget = training.budget(opponent_exploration(ctx.agents[population].algorithm, ctx.env))
+            for level, key in enumerate(actives[population]):
+                sizes = [len(state.policies[population_of[a]])
+                         + len([t for t in actives[population_of[a]][:level] if t in state.learners]) for a in agents]
+                mixtures = state.meta if level == 0 else self._solve_values(restricted(table, sizes)).mixtures
+                opponents = level_opponents(agents, population_of, [ids[:n] for ids, n in zip(axis_ids, sizes)],
+                                            mixtures)
+                if key in self._restoring:
+                    init = LearnerInit.restore(state.learners[key])
+                elif key in state.learners:
+                    init = LearnerInit(kind="continue")
+                else:
+                    init = self._init(state, population, False, training.init == "newest_weights")
+                snapshot = None if level else PolicySpec(
+                    policy_id=policy_id(population, len(state.policies[population])), population=population,
+                    algorithm=ctx.agents[population].algorithm_name, iteration=iteration)
+                seed = derive_seed(ctx.config.seed, iteration, k) if level == 0 else \
+                    derive_seed(ctx.config.seed, iteration, k, 5_000 + level)
+                learner = LearnerSpec(key=key, population=population, seats=ctx.mapping.agents_of(population),
+                                      one_seat=True, seed=seed, init=init, snapshot=snapshot)
+                tasks.append(TrainTask(learners=(learner,), seed=seed, opponents=opponents, budget=budget,
+                                       return_state=True))
         return tasks
 
     def _respond(self, tasks: Sequence[TrainTask]) -> tuple[list[TrainResult], int]:
@@ -478,8 +547,18 @@ class PSRO(IterativeScenario):
         metrics.update({f"solver/{k}": v for k, v in state.solver_metrics.items()})
         for result in results:
             for key, learned in result.learner_metrics.items():
-                metrics.update({f"train/{key}/{k}": v for k, v in {**result.metrics, **learned}.items()})
+                name = self._metrics_name(state, key)
+                metrics.update({f"train/{name}/{k}": v for k, v in {**result.metrics, **learned}.items()})
         return metrics
+
+    def _metrics_name(self, state: PSROState, key: str) -> str:
+        """A learner's name in the metrics: its key; a pipeline's active learners by level
+        (the lowest, just frozen, under its population's name, as PSRO's one learner)."""
+        if self._pipeline == 1:
+            return key
+        population, name = key.rsplit(".", 1)
+        level = int(name.removeprefix("br")) - (len(state.policies[population]) - 1)
+        return population if level == 0 else f"{population}/level{level}"
 
     def _exploitability(self, nash: float | None) -> float | None:
         env = self.ctx.env

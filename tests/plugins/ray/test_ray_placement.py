@@ -275,3 +275,25 @@ def test_a_leagues_players_train_at_the_same_time(tmp_path: Path, monkeypatch: A
     by_time = [pid for pid, _ in sorted(updates, key=lambda u: u[1])]
     switches = sum(1 for a, b in zip(by_time, by_time[1:]) if a != b)
     assert switches >= 3 * 2 * 2, by_time  # the players' updates interleave in each round
+
+
+def test_a_pipelines_learners_train_at_the_same_time(tmp_path: Path, monkeypatch: Any) -> None:
+    """Pipeline PSRO on Ray: each population's active learners (one key each) update at
+    the same time on learner actors of their own."""
+    import popmarl
+
+    monkeypatch.setattr(popmarl, "algorithms", popmarl.algorithms.with_component("logged_bandit", LoggedBandit))
+    log = tmp_path / "log"
+    config = {"scenario": "psro", "env": {"name": "matrix", "params": {"game": "rps"}},
+              "agents": {"mapping": "per_player"}, "algorithm": {"name": "logged_bandit", "params": {"log": str(log)}},
+              "solver": "uniform", "stopping": {"max_iterations": 2},
+              "training": {"max_env_steps": 1_600, "episodes_per_update": 50, "pipeline": 2}, "trackers": [],
+              "backend": {"name": "ray", "params": {"num_rollout_workers": 2, "num_learners": 4}}}
+    summary = run(config, tmp_path / "run")
+    assert summary["status"] == "completed"
+    assert [len(p["policies"]) for p in summary["populations"].values()] == [3, 3]
+    updates = _notes(log, "update")
+    assert len({pid for pid, _ in updates}) == 4  # a learner actor per active learner
+    by_time = [pid for pid, _ in sorted(updates, key=lambda u: u[1])]
+    switches = sum(1 for a, b in zip(by_time, by_time[1:]) if a != b)
+    assert switches >= 4 * 2, by_time
