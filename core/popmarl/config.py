@@ -56,7 +56,8 @@ class TrainingConfig:
     :mod:`popmarl.progress`), which snapshot it keeps, how it starts (``init``:
     ``newest_weights``, a new trainer on the weights of the population's newest policy;
     ``fresh``; or ``previous``: carry on from the population's newest policy with its
-    trainer's state), and how it plays (``opponent_epsilon``, ``self_play``).
+    trainer's state), how it plays (``opponent_epsilon``, ``self_play``), and how many
+    best responses per population learn at once (``pipeline``: :mod:`popmarl.pipeline`).
 
     The defaults (20,000 env steps, ``newest_weights``, ``opponent_epsilon`` from the
     algorithm: 0.3 for dqn and ppo, 0 for a2c; 0 in games with chance) are what measured
