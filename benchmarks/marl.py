@@ -19,7 +19,10 @@ Published figures' conventions are printed beside as context: they differ in rew
 accounting, episode length and budget, so they are not targets.
 
     nice python benchmarks/marl.py [--env-steps 100000] [--seeds 3] [--iterations 2]
-        [--tasks spread,speaker_listener] [--algorithms ppo,mappo,vdn,qmix,dqn] [--json]
+        [--tasks spread,speaker_listener] [--algorithms ppo,mappo,vdn,qmix,dqn] [--jobs 1] [--json]
+
+``--jobs``: runs played at once, each in its own process (each run is seeded and
+single-threaded, so its result does not depend on this; its wall time does).
 """
 
 from __future__ import annotations
@@ -27,9 +30,11 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import multiprocessing
 import statistics
 import tempfile
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -136,17 +141,23 @@ def main() -> None:
     parser.add_argument("--eval-episodes", type=int, default=200)
     parser.add_argument("--tasks", default="spread,speaker_listener")
     parser.add_argument("--algorithms", default="ppo,mappo,vdn,qmix,dqn")
+    parser.add_argument("--jobs", type=int, default=1, help="runs played at once (processes)")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON too")
     args = parser.parse_args()
     rows: dict[tuple[str, str], dict[str, Any]] = {}
-    for task in args.tasks.split(","):
-        rows[(task, "random")] = random_play(task, args.seeds, args.eval_episodes)
-        for algorithm in args.algorithms.split(","):
-            runs = [run_one(task, algorithm, seed, args.env_steps, args.iterations, args.eval_episodes)
-                    for seed in range(args.seeds)]
-            rows[(task, algorithm)] = {key: [r[key] for r in runs] for key in runs[0]}
-            print(f"... {task} {algorithm}: team returns by seed {[round(t, 2) for t in rows[(task, algorithm)]['team']]}",
-                  flush=True)
+    tasks, algorithms = args.tasks.split(","), args.algorithms.split(",")
+    jobs = [(task, algorithm, seed, args.env_steps, args.iterations, args.eval_episodes)
+            for task in tasks for algorithm in algorithms for seed in range(args.seeds)]
+    randoms = {task: random_play(task, args.seeds, args.eval_episodes) for task in tasks}
+    with ProcessPoolExecutor(max_workers=args.jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = [pool.submit(run_one, *job) for job in jobs]
+        for task in tasks:
+            rows[(task, "random")] = randoms[task]
+            for algorithm in algorithms:
+                runs = [f.result() for job, f in zip(jobs, futures) if job[:2] == (task, algorithm)]
+                rows[(task, algorithm)] = {key: [r[key] for r in runs] for key in runs[0]}
+                print(f"... {task} {algorithm}: team returns by seed "
+                      f"{[round(t, 2) for t in rows[(task, algorithm)]['team']]}", flush=True)
     header = (f"{'task':18} {'algorithm':9} {'mapping':10} {'env steps':>10} {'timesteps':>10} {'ep len':>6} "
               f"{'local_ratio':>11} {'return/agent':>16} {'team return':>17} {'wall s':>7}")
     print(header)

@@ -4,8 +4,9 @@ and written atomically (temp file, then rename) so readers never see half a file
 - ``nash_conv.png``: NashConv over iterations and over wall time (log scale).
 - ``payoffs.png``: the payoff table as a heat map (agent 0's payoffs; 2-agent tables).
 - ``meta_strategies.png``: each population's meta-strategy over iterations (stacked).
-- ``ratings.png``: each population's newest policy's Elo over iterations (``elo/<population>``
-  metrics: ``evaluation.ratings: true``); drawn only where a run has them.
+- ``ratings.png``: the ``elo/<name>`` metrics over iterations (psro with ``evaluation.ratings:
+  true``: each population's newest policy; league: each main agent, and the newest frozen
+  players with ``evaluation.ratings``); drawn only where a run has them.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ NASH_CONV = "nash_conv.png"
 PAYOFFS = "payoffs.png"
 META_STRATEGIES = "meta_strategies.png"
 RATINGS = "ratings.png"
-#: The metrics lines' key prefix of a population's newest policy's Elo.
+#: The metrics lines' key prefix of an Elo rating (psro: a population's newest policy; league: a main agent).
 ELO_PREFIX = "elo/"
 #: Meta-strategy history: population -> iteration -> mixture over its pool.
 MetaHistory = Mapping[str, Mapping[int, Sequence[float]]]
@@ -118,7 +119,8 @@ def nash_conv(lines: Sequence[Mapping[str, Any]], path: str | os.PathLike[str]) 
 
 
 def ratings_history(lines: Sequence[Mapping[str, Any]]) -> dict[str, list[tuple[float, float]]]:
-    """Per population, ``(iteration, Elo)`` of its newest policy, from metrics lines."""
+    """Per ``elo/<name>`` metric (a population's newest policy, a league's main agent),
+    ``(iteration, Elo)``, from metrics lines."""
     history: dict[str, list[tuple[float, float]]] = {}
     for line in lines:
         for key, value in line.items():
@@ -128,7 +130,7 @@ def ratings_history(lines: Sequence[Mapping[str, Any]]) -> dict[str, list[tuple[
 
 
 def ratings(history: Mapping[str, Sequence[tuple[float, float]]], path: str | os.PathLike[str]) -> Path:
-    """Each population's newest policy's Elo against iteration (player 0's initial policy at 0)."""
+    """Each rated policy's Elo against iteration (the first initial policy at 0)."""
     from matplotlib.ticker import MaxNLocator
 
     figure = _figure(6, 4)
@@ -137,7 +139,7 @@ def ratings(history: Mapping[str, Sequence[tuple[float, float]]], path: str | os
         iterations, elos = zip(*points, strict=True)
         ax.plot(iterations, elos, marker="o", markersize=3, label=population)
     ax.set_xlabel("iteration")
-    ax.set_ylabel("Elo of the newest policy")
+    ax.set_ylabel("Elo (the first initial policy at 0)")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.grid(True, alpha=0.3)
     ax.legend(loc="best", fontsize="small")

@@ -51,6 +51,7 @@ from popmarl_torchrl.team import Team, TeamNet, space_error
 CRITIC_SHARING = ("shared", "per_agent")
 VALUE_NORMS = ("popart", "running", "none")
 CRITIC_LOSSES = ("l2", "smooth_l1", "l1")
+REWARDS = ("own", "team")
 
 
 @attrs.frozen(kw_only=True)
@@ -84,6 +85,7 @@ class MAPPOConfig:
     minibatches: int = attrs.field(default=1, validator=at_least_one)
     max_grad_norm: float | None = attrs.field(default=10.0, validator=optional(positive))
     agent_id: bool = False
+    reward: str = attrs.field(default="own", validator=attrs.validators.in_(REWARDS))
     log_std_init: float = -0.5
     deterministic_eval: bool = False
     torch_threads: int = attrs.field(default=1, validator=at_least_one)
@@ -122,17 +124,20 @@ class MAPPO(Algorithm):
 
 
 class _MaskedMAPPOLoss(MAPPOLoss):
-    """MAPPOLoss whose value normaliser is updated by the trainer, once per round and on
-    the valid rows only (MAPPOLoss updates it at every minibatch, on every entry: the
-    masked-out rows' zero targets would skew it)."""
+    """MAPPOLoss whose critic outputs *normalised* values (as in the MAPPO code: the
+    trainer denormalises them for GAE), so its loss compares them with the normalised
+    target directly; the value normaliser is updated by the trainer, once per round and
+    on the valid rows only (MAPPOLoss updates it at every minibatch, on every entry: the
+    masked-out rows' zero targets would skew it). MAPPOLoss's own hook normalises a
+    real-scale prediction instead, which divides the critic's gradient by the returns'
+    standard deviation: the critic then lags far behind the returns."""
 
     def _critic_loss_inputs(self, target_return: torch.Tensor, state_value: torch.Tensor,
                             old_state_value: torch.Tensor | None) -> Any:
         norm = self.value_norm
         if norm is None:
             return target_return, state_value, old_state_value
-        old = None if old_state_value is None else norm.normalize(old_state_value)
-        return norm.normalize(target_return.detach()), norm.normalize(state_value), old
+        return norm.normalize(target_return.detach()), state_value, old_state_value
 
 
 class _GaussianTeam(nn.Module):
@@ -211,19 +216,27 @@ class MAPPOTrainer(Trainer):
         x = torch.as_tensor(state).unsqueeze(-2).expand(len(state), n, state.shape[-1])
         return torch.cat([x, torch.eye(n).expand(len(state), n, n)], dim=-1)
 
+    def _values(self, critic_input: torch.Tensor) -> torch.Tensor:
+        """The critic's values on the real scale (it outputs normalised ones where a value
+        normaliser is on)."""
+        values = self.critic(critic_input)
+        return values if self.norm is None else self.norm.denormalize(values)
+
     def _advantages(self, games: JointEpisodes, valid: np.ndarray, values: torch.Tensor,
                     final_values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``[T, n, 1]`` GAE advantages and value targets over each seat's decisions
         (zero where the row is not valid)."""
         c, team = self.config, self.team
         starts, game = games.starts, games.game_of_row
+        shared = team.team_rewards(games) if c.reward == "team" else None
         order, rewards, next_v, done, terminated = [], [], [], [], []
         for j, (seat, k) in enumerate(zip(team.seats, team.columns(games))):
             rows = np.flatnonzero(valid[:, j])
             if not len(rows):
                 continue
             seat_rows = games.rows[seat]
-            total = np.concatenate([[0.0], np.cumsum(seat_rows.rewards, dtype=np.float64)])
+            own = seat_rows.rewards if shared is None else shared
+            total = np.concatenate([[0.0], np.cumsum(own, dtype=np.float64)])
             g = game[rows]
             last = np.r_[g[1:] != g[:-1], True]
             ends = np.where(last, starts[g + 1], np.r_[rows[1:], 0])
@@ -264,8 +277,8 @@ class MAPPOTrainer(Trainer):
             actions = torch.as_tensor(team.actions(games), dtype=torch.float32).reshape(games.steps, team.n, -1)
         critic_input = self._critic_input(team.state(games))
         with torch.no_grad():
-            values = self.critic(critic_input)
-            final_values = self.critic(self._critic_input(team.state(games, final=True)))
+            values = self._values(critic_input)
+            final_values = self._values(self._critic_input(team.state(games, final=True)))
         advantage, target = self._advantages(games, valid, values, final_values)
         valid_t = torch.as_tensor(valid)
         if self.config.advantage_normalization and valid.any():
