@@ -1,4 +1,4 @@
-"""How payoff-table evaluation scales with Ray rollout workers.
+"""How payoff-table evaluation and RL-PSRO scale with Ray rollout workers (and pipelines).
 
 Fills a ``P x P`` payoff table of a two-player game by sampling (``--episodes`` per
 entry; default: 20 x 20 Leduc poker, 1000 episodes each) with the ``local`` backend and
@@ -14,6 +14,14 @@ the output).
     python benchmarks/scaling.py                       # 1 and 2 workers, on this machine
     python benchmarks/scaling.py --workers 1,2,4,8,16  # a bigger machine
     python benchmarks/scaling.py --address auto        # a running cluster
+
+With ``--rl``: RL-PSRO instead (``dqn`` defaults, ``per_player``, ``nash``, on ``--game``
+evaluated exactly) for each ``--pipelines`` value (``training.pipeline``) and each worker
+count (and ``local``, unless ``--no-local``), each for ``--seconds`` of wall time: the env
+steps learned from per second (training games only) and the NashConv reached after each
+minute and at the end, the seed the same everywhere.
+
+    python benchmarks/scaling.py --rl --pipelines 1,2,4 --workers 1,2,4,8 --seconds 300
 """
 
 from __future__ import annotations
@@ -50,7 +58,55 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--address", default=None, help="Ray address (default: a local Ray)")
     parser.add_argument("--repeats", type=int, default=1, help="rounds over all configs; each keeps its best time")
     parser.add_argument("--no-local", action="store_true", help="skip the local backend")
+    parser.add_argument("--rl", action="store_true", help="RL-PSRO rows instead of the payoff table")
+    parser.add_argument("--pipelines", default="1,2,4", help="--rl: training.pipeline values (default 1,2,4)")
+    parser.add_argument("--seconds", type=float, default=300, help="--rl: wall time of each run (default 300)")
+    parser.add_argument("--seed", type=int, default=0, help="--rl: the runs' seed (default 0)")
     return parser.parse_args(argv)
+
+
+def rl_config(args: argparse.Namespace, pipeline: int, workers: int) -> dict[str, Any]:
+    """RL-PSRO with ``pipeline`` best responses per population, on ``workers`` Ray rollout
+    workers (0: the local backend), for ``--seconds``."""
+    backend: dict[str, Any] = {"name": "local"}
+    if workers:
+        backend = {"name": "ray", "params": {"num_rollout_workers": workers, "num_learners": 2 * pipeline,
+                                             "address": args.address}}
+    return {"scenario": "psro", "seed": args.seed, "env": {"name": "openspiel", "params": {"game": args.game}},
+            "agents": {"mapping": "per_player"}, "algorithm": {"name": "dqn"}, "solver": {"name": "nash"},
+            "training": {"pipeline": pipeline}, "backend": backend, "trackers": [],
+            "stopping": {"max_iterations": 100_000, "max_wall_time_s": args.seconds}}
+
+
+def rl_main(args: argparse.Namespace) -> int:
+    """One RL-PSRO run per pipeline and backend; a row each."""
+    import json
+    import tempfile
+    from pathlib import Path
+
+    from popmarl.config import validate
+
+    counts = ([0] if not args.no_local else []) + [int(w) for w in args.workers.split(",")]
+    pipelines = [int(p) for p in args.pipelines.split(",")]
+    minutes = max(1, int(args.seconds // 60))
+    print(f"# RL-PSRO (dqn defaults, per_player, nash) on {args.game}, {args.seconds:.0f} s per run, seed {args.seed}; "
+          f"{os.cpu_count()} CPUs here, load average {os.getloadavg()[0]:.1f}")
+    header = " ".join(f"{f'NashConv {m} min':>14}" for m in range(1, minutes + 1))
+    print(f"{'pipeline':>8} {'backend':<8} {'iterations':>10} {'learned steps/s':>16} {header} {'NashConv end':>13}")
+    with tempfile.TemporaryDirectory() as scratch:
+        for pipeline in pipelines:
+            for workers in counts:
+                out = Path(scratch) / f"p{pipeline}-w{workers}"
+                summary = popmarl.run(validate(rl_config(args, pipeline, workers)), out=str(out))
+                lines = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+                learned = sum(line["train_env_steps"] for line in lines)
+                at = [next((line["nash_conv"] for line in lines if line["wall_time_s"] >= 60 * m), None)
+                      for m in range(1, minutes + 1)]
+                shown = " ".join(f"{v:>14.3f}" if v is not None else f"{'-':>14}" for v in at)
+                name = f"ray x{workers}" if workers else "local"
+                print(f"{pipeline:>8} {name:<8} {len(lines):>10} {learned / summary['wall_time_s']:>16,.0f} {shown} "
+                      f"{summary['nash_conv']:>13.3f}", flush=True)
+    return 0
 
 
 def components(args: argparse.Namespace) -> tuple[RunSetup, Components, list[str]]:
@@ -115,6 +171,8 @@ def measure(backend: Backend, setup: RunSetup, comps: Components, weights: dict[
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse(argv)
+    if args.rl:
+        return rl_main(args)
     counts = [int(w) for w in args.workers.split(",")]
     setup, comps, notes = components(args)
     weights = policies(setup, comps, args.policies)

@@ -84,6 +84,7 @@ class PSRO(IterativeScenario):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._pipeline = 1
+        self._pipeline_eval_steps = 0  # the active learners' payoff entries of this iteration (pipeline)
         self.policies: dict[str, Policy] = {}
         self._restoring: set[str] = set()
         self._outcomes: dict[tuple[int, ...], np.ndarray] = {}  # seat 0's win/draw/loss counts per entry
@@ -215,6 +216,7 @@ class PSRO(IterativeScenario):
         solved = self._solve(table)
         solve_time = time.monotonic() - t2
         train_steps = sum(r.env_steps for r in results)
+        eval_steps += self._pipeline_eval_steps
         state.iteration, state.table, state.meta, state.joint = iteration, table, solved.mixtures, solved.joint
         state.solver_metrics = dict(solved.metrics)
         state.env_steps += train_steps + eval_steps
@@ -295,9 +297,9 @@ class PSRO(IterativeScenario):
         trained = {p: [key for key in keys if key in state.learners] for p, keys in actives.items()}
         axis_ids = [list(state.policies[population_of[a]]) + [active_policy_id(key) for key in trained[population_of[a]]]
                     for a in agents]
-        table, _, _ = evaluate_missing(state.table, axis_ids, backend=ctx.backend, agents=agents,
-                                       episodes=ctx.config.evaluation.episodes_per_entry,
-                                       seed=derive_seed(ctx.config.seed, iteration, 1_000_033))
+        table, self._pipeline_eval_steps, _ = evaluate_missing(
+            state.table, axis_ids, backend=ctx.backend, agents=agents,
+            episodes=ctx.config.evaluation.episodes_per_entry, seed=derive_seed(ctx.config.seed, iteration, 1_000_033))
         tasks = []
         for k, population in enumerate(ctx.mapping.populations):
             budget = training.budget(opponent_exploration(ctx.agents[population].algorithm, ctx.env))
@@ -539,6 +541,7 @@ class PSRO(IterativeScenario):
             metrics[f"meta_entropy/{population}"] = entropy(meta)
             metrics[f"meta_strategy/{population}"] = meta.tolist()
         metrics.update({"env_steps": state.env_steps, "iteration_env_steps": steps,
+                        "train_env_steps": sum(r.env_steps for r in results),
                         "exact_best_responses": exact[0], "exact_entries": exact[1],
                         "steps_per_s": steps / seconds if seconds > 0 else 0.0,
                         **{f"{k}_s": v for k, v in times.items()},

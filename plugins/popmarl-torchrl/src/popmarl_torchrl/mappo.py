@@ -43,7 +43,7 @@ from popmarl.trainer import Trainer, TrainerState
 from popmarl.trajectories import JointEpisodes
 from popmarl.validators import at_least_one, layer_widths, non_negative, optional, positive, unit_interval
 
-from popmarl_torchrl.policy import (CategoricalPolicy, GaussianActor, GaussianPolicy, action_width, mlp, obs_dim,
+from popmarl_torchrl.policy import (ACTIVATIONS, CategoricalPolicy, GaussianActor, GaussianPolicy, action_width, mlp, obs_dim,
                                     seeded, set_torch_threads)
 from popmarl_torchrl.state import TRAINER, load_modules, modules_bytes, read_trainer_json, trainer_json
 from popmarl_torchrl.team import Team, TeamNet, space_error
@@ -84,6 +84,7 @@ class MAPPOConfig:
     epochs: int = attrs.field(default=10, validator=at_least_one)
     minibatches: int = attrs.field(default=1, validator=at_least_one)
     max_grad_norm: float | None = attrs.field(default=10.0, validator=optional(positive))
+    activation: str = attrs.field(default="tanh", validator=attrs.validators.in_(tuple(ACTIVATIONS)))
     agent_id: bool = False
     reward: str = attrs.field(default="own", validator=attrs.validators.in_(REWARDS))
     log_std_init: float = -0.5
@@ -111,9 +112,11 @@ class MAPPO(Algorithm):
         ids = len(space.agents) if c.agent_id and len(space.agents) > 1 else 0
         inputs, outputs = obs_dim(space.observation_space) + ids, action_width(space.action_space)
         with seeded(seed):
+            activation = ACTIVATIONS[c.activation]
             if isinstance(space.action_space, Discrete):
-                return CategoricalPolicy(space=space, actor=mlp(inputs, outputs, c.hidden), agent_id=ids > 0)
-            actor = GaussianActor(inputs, outputs, c.hidden, c.log_std_init)
+                return CategoricalPolicy(space=space, actor=mlp(inputs, outputs, c.hidden, activation, out_gain=0.01),
+                                         agent_id=ids > 0)
+            actor = GaussianActor(inputs, outputs, c.hidden, c.log_std_init, activation)
         return GaussianPolicy(space=space, actor=actor, agent_id=ids > 0, deterministic_eval=c.deterministic_eval)
 
     def make_trainer(self, *, policy: Policy, space: PolicySpace, seed: int,
@@ -177,7 +180,7 @@ class MAPPOTrainer(Trainer):
             self.critic = MultiAgentMLP(n_agent_inputs=team.state_dim + n, n_agent_outputs=1, n_agents=n,
                                         centralized=False, share_params=c.critic == "shared",
                                         depth=len(c.critic_hidden), num_cells=list(c.critic_hidden),
-                                        activation_class=nn.Tanh)
+                                        activation_class=ACTIVATIONS[c.activation])
         self.norm = _value_norm(c.value_norm)
         agents = "agents"
         if team.discrete:

@@ -44,9 +44,21 @@ def seeded(seed: int) -> Iterator[None]:
         yield
 
 
-def mlp(inputs: int, outputs: int, hidden: Sequence[int], activation: type[nn.Module] = nn.Tanh) -> MLP:
-    """TorchRL's MLP: ``hidden`` layers of ``activation`` between ``inputs`` and ``outputs``."""
-    return MLP(in_features=inputs, out_features=outputs, num_cells=list(hidden), activation_class=activation)
+def mlp(inputs: int, outputs: int, hidden: Sequence[int], activation: type[nn.Module] = nn.Tanh,
+        out_gain: float | None = None) -> MLP:
+    """TorchRL's MLP: ``hidden`` layers of ``activation`` between ``inputs`` and ``outputs``;
+    ``out_gain`` scales the output layer's initial weights (and zeroes its bias): 0.01 makes
+    an actor's first policy near-uniform, as the MAPPO code's output layer does."""
+    net = MLP(in_features=inputs, out_features=outputs, num_cells=list(hidden), activation_class=activation)
+    if out_gain is not None:
+        last = [m for m in net.modules() if isinstance(m, nn.Linear)][-1]
+        with torch.no_grad():
+            last.weight.mul_(out_gain)
+            last.bias.zero_()
+    return net
+
+
+ACTIVATIONS: dict[str, type[nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU}
 
 
 def obs_dim(space: Space) -> int:
@@ -129,9 +141,10 @@ class CategoricalPolicy(TorchPolicy, ExplicitPolicy):
 class GaussianActor(nn.Module):
     """The mean of a diagonal Gaussian (an MLP) and its state-independent log standard deviation."""
 
-    def __init__(self, inputs: int, outputs: int, hidden: Sequence[int], log_std_init: float) -> None:
+    def __init__(self, inputs: int, outputs: int, hidden: Sequence[int], log_std_init: float,
+                 activation: type[nn.Module] = nn.Tanh) -> None:
         super().__init__()
-        self.mean = mlp(inputs, outputs, hidden)
+        self.mean = mlp(inputs, outputs, hidden, activation, out_gain=0.01)
         self.log_std = nn.Parameter(torch.full((outputs,), float(log_std_init)))
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
