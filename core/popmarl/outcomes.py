@@ -66,6 +66,8 @@ class PlayedGames:
     @property
     def team_returns(self) -> np.ndarray:
         """Each game's summed return over its seats."""
+        if not len(self):
+            return np.zeros(0)
         return np.asarray(self.returns, dtype=float).reshape(len(self), -1).sum(axis=1)
 
     @classmethod

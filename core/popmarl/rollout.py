@@ -18,8 +18,8 @@ import numpy as np
 
 from popmarl.env import Env, Step, VectorEnv
 from popmarl.joint_recording import Cut, JointRecorder
-from popmarl.policy import Policy, masked_uniform, sample_rows
 from popmarl.outcomes import PlayedGames
+from popmarl.policy import Policy, masked_uniform, sample_rows
 from popmarl.records import EMPTY_EPISODES, EpisodeBatch, JointOpponents, Observations, Opponents, Weights
 from popmarl.spaces import Box, Space
 from popmarl.trajectories import JointEpisodes

@@ -189,6 +189,7 @@ def test_played_games_count_outcomes_per_seating() -> None:
     assert list(counts) == [("a", "x"), ("x", "a")]
     assert counts[("a", "x")].tolist() == [[1, 1], [0, 0], [1, 1]]  # win / draw / loss per seat
     assert counts[("x", "a")].tolist() == [[0, 0], [1, 1], [0, 0]]
+    assert PlayedGames().team_returns.tolist() == []
     joined = PlayedGames.join([games, PlayedGames()])
     assert joined is games and games.team_returns.tolist() == [0.0, 0.0, 0.0]
     with pytest.raises(ValueError, match="2 games named, 1 rows of returns"):
