@@ -217,6 +217,14 @@ def test_two_learners_co_learn_in_the_same_episodes() -> None:
     assert [frozen.spec.population for frozen in result.policies] == ["player_0", "player_1"]
 
 
+def test_a_task_reports_who_played_each_seat_and_how_each_game_ended() -> None:
+    """Versions 1 (rock) and 2 (paper) play 4 games each against rock: 4 draws, then 4 wins."""
+    result = train(executor(), learner("p0"), episodes=8, per_update=4)
+    assert list(result.outcomes) == [("p0", "player_1/0")]
+    counts = result.outcomes[("p0", "player_1/0")]  # win / draw / loss rows, a column per seat
+    assert counts[:, 0].tolist() == [4, 4, 0] and counts[:, 1].tolist() == [0, 4, 4]
+
+
 def test_a_learner_plays_all_its_seats_or_one_per_episode() -> None:
     both = executor(mapping="shared")
     seats = ("player_0", "player_1")
