@@ -16,12 +16,16 @@ its target:
   rate >= perfect play's win rate against random - 0.03 (the figure is the worst seat's
   margin, win - (perfect - 0.03)).
 
-Wall and CPU time include training, evaluation and NashConv computations. ``--set``
-overrides apply to every run (a ``training.`` key adds a training block)::
+Wall and CPU time include training, evaluation and NashConv computations (CPU time: the
+run's own process). ``--set`` overrides apply to every run (a ``training.`` key adds a
+training block). ``--jobs N`` runs N cases at once, each in a process of its own (one torch
+thread each): a full round takes over an hour serially; on a machine with more cores than
+cases, ``--jobs`` as many as the cases.
 
     python benchmarks/defaults.py                                  # all checks, dqn and ppo
     python benchmarks/defaults.py --checks kuhn user_game --algorithms dqn --seeds 0 1
     python benchmarks/defaults.py --checks tictactoe --set stopping.max_iterations=6 --json
+    python benchmarks/defaults.py --jobs 10                        # all checks at once (10 cores)
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import argparse  # noqa: E402
 import json  # noqa: E402
+import multiprocessing  # noqa: E402
+from concurrent.futures import ProcessPoolExecutor, as_completed  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
@@ -72,7 +78,10 @@ CHECKS: dict[str, dict[str, Any]] = {
 
 
 def run(check: str, algorithm: str, seed: int, overrides: list[str], out: Path) -> dict[str, Any]:
-    """Run one check and return its row (figure, target, met, costs)."""
+    """Run one check and return its row (figure, target, met, costs), in this process."""
+    torch.set_num_threads(1)
+    if str(USER_GAMES) not in sys.path:
+        sys.path.insert(0, str(USER_GAMES))  # module: user_nim:Nim
     spec = CHECKS[check]
     directory = out / f"{check}-{algorithm}-{seed}"
     path = out / f"{check}-{algorithm}-{seed}.yaml"
@@ -145,18 +154,27 @@ def main() -> None:
                         help="config override for every run, e.g. stopping.max_iterations=6")
     parser.add_argument("--out", type=Path, default=None, help="keep the run directories here")
     parser.add_argument("--json", action="store_true", help="print the results as one JSON object, last line")
+    parser.add_argument("--jobs", type=int, default=1, help="cases run at once, a process each (default 1)")
     args = parser.parse_args()
-    torch.set_num_threads(1)
-    sys.path.insert(0, str(USER_GAMES))  # module: user_nim:Nim
     with tempfile.TemporaryDirectory() as tmp:
         out = args.out or Path(tmp)
         out.mkdir(parents=True, exist_ok=True)
-        results = []
-        for check in args.checks:
-            for algorithm in args.algorithms:
-                for seed in args.seeds:
-                    results.append(run(check, algorithm, seed, args.overrides, out))
-                    print(table(results[-1:]).splitlines()[2], flush=True)
+        cases = [(check, algorithm, seed, args.overrides, out)
+                 for check in args.checks for algorithm in args.algorithms for seed in args.seeds]
+        if args.jobs <= 1:
+            results = []
+            for case in cases:
+                results.append(run(*case))
+                print(table(results[-1:]).splitlines()[2], flush=True)
+        else:
+            done: dict[int, dict[str, Any]] = {}
+            spawn = multiprocessing.get_context("spawn")
+            with ProcessPoolExecutor(max_workers=args.jobs, mp_context=spawn) as pool:
+                futures = {pool.submit(run, *case): k for k, case in enumerate(cases)}
+                for future in as_completed(futures):  # each row as it finishes
+                    done[futures[future]] = future.result()
+                    print(table([done[futures[future]]]).splitlines()[2], flush=True)
+            results = [done[k] for k in range(len(cases))]
         print()
         print(table(results))
     if args.json:
