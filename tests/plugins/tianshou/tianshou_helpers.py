@@ -40,6 +40,32 @@ def space(observation: Box | Discrete, action: Box | Discrete) -> PolicySpace:
     return PolicySpace(population="p", agents=("a",), observation_space=observation, action_space=action)
 
 
+# -- random masked episodes (equality tests of batched preprocessing) ----------------------
+MASKED_OBS, MASKED_ACTIONS = 6, 4
+MASKED_SPACE = space(Box(shape=(MASKED_OBS,), low=-1.0, high=1.0), Discrete(n=MASKED_ACTIONS))
+
+
+def masked_episodes(n: int, rng: np.random.Generator) -> list[Episode]:
+    """Random data on :data:`MASKED_SPACE`: episodes of 1-6 decisions with random
+    features, legal actions (at least one) and rewards; a third are truncated (with an
+    observation and mask at the cut)."""
+    out = []
+    for _ in range(n):
+        steps = int(rng.integers(1, 7))
+        masks = rng.random((steps, MASKED_ACTIONS)) < 0.6
+        masks[np.arange(steps), rng.integers(MASKED_ACTIONS, size=steps)] = True
+        actions = np.array([rng.choice(np.flatnonzero(m)) for m in masks])
+        rewards = rng.normal(size=steps).astype(np.float32)
+        truncated = bool(rng.random() < 1 / 3)
+        final_mask = rng.random(MASKED_ACTIONS) < 0.5 if truncated else None  # may allow no action
+        out.append(Episode(agent="a", obs=rng.uniform(-1, 1, (steps, MASKED_OBS)).astype(np.float32), actions=actions,
+                           rewards=rewards, masks=masks, terminated=not truncated, truncated=truncated,
+                           episode_return=float(rewards.sum()),
+                           final_obs=rng.uniform(-1, 1, MASKED_OBS).astype(np.float32) if truncated else None,
+                           final_mask=final_mask))
+    return out
+
+
 # -- PSRO runs ------------------------------------------------------------------------------
 def run_psro(tmp_path: Path, name: str, **config: Any) -> tuple[dict[str, Any], Path]:
     """Write ``config`` (with no trackers unless given) as YAML, load and run it."""

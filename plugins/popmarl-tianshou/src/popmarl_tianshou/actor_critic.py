@@ -3,22 +3,23 @@
 Discrete actions get a masked categorical actor (a :class:`CategoricalPolicy`, explicit
 so exact evaluation works), Box actions a diagonal Gaussian. The value critic belongs to
 the trainer: frozen policies only act. Each update trains on exactly the episodes the
-newest weights collected, through Tianshou's ``update(buffer, batch_size, repeat)``
-(GAE, then ``repeat`` epochs of minibatches).
+newest weights collected, as Tianshou's ``update(buffer, batch_size, repeat)`` would
+(GAE, then ``repeat`` epochs of minibatches; see :func:`on_policy_update`).
 """
 
 from __future__ import annotations
 
 from abc import abstractmethod
 from collections.abc import Mapping, Sequence
-from typing import cast
 
+import numpy as np
 import torch
 from tianshou.algorithm import A2C as TianshouA2C
 from tianshou.algorithm.modelfree.a2c import A2CTrainingStats
 from tianshou.algorithm.modelfree.reinforce import DiscreteActorPolicy, ProbabilisticActorPolicy
 from tianshou.algorithm.optim import OptimizerFactory
-from tianshou.utils.torch_utils import policy_within_training_step
+from tianshou.data import Batch
+from tianshou.utils.torch_utils import policy_within_training_step, torch_train_mode
 
 from popmarl.algorithm import Algorithm, PolicySpace
 from popmarl.errors import CheckpointError
@@ -40,9 +41,50 @@ ActorPolicy = CategoricalPolicy | GaussianPolicy
 
 
 def gaussian(loc_scale: tuple[torch.Tensor, torch.Tensor]) -> torch.distributions.Distribution:
-    """A diagonal Gaussian over the action vector."""
+    """A diagonal Gaussian over the action vector (arguments unchecked: the actor's
+    outputs are finite by construction, and checks cost more than the distribution)."""
     loc, scale = loc_scale
-    return torch.distributions.Independent(torch.distributions.Normal(loc, scale), 1)
+    return torch.distributions.Independent(torch.distributions.Normal(loc, scale, validate_args=False), 1,
+                                           validate_args=False)
+
+
+def categorical(logits: torch.Tensor) -> torch.distributions.Categorical:
+    """Tianshou's default distribution of a discrete actor (a categorical over
+    ``logits``, -inf on illegal actions), with its argument checks off: the same
+    numbers, without a constraint check per call and per ``log_prob``."""
+    return torch.distributions.Categorical(logits=logits, validate_args=False)
+
+
+#: Fields of a preprocessed on-policy batch that no A2C or PPO loss reads: left out of
+#: the batch the update splits into minibatches, which then index fewer arrays.
+UNREAD = ("rew", "terminated", "truncated", "done", "obs_next")
+
+
+def on_policy_update(algorithm: TianshouA2C, batch: Batch, *, batch_size: int | None,
+                     repeat: int) -> A2CTrainingStats:
+    """``algorithm.update(to_buffer(batch), batch_size, repeat)`` (Tianshou's
+    ``Algorithm._update`` with the whole buffer as its sample), without its copy of the
+    buffer into a new batch: ``batch`` is that copy (the buffer holds it in order, so
+    ``buffer.sample(0)`` is all of it, indices 0..n-1), preprocessed as Tianshou does
+    (returns, advantages, PPO's old log-probabilities), then trained on by Tianshou's
+    ``_update_with_batch`` without the fields no loss reads (:data:`UNREAD`).
+    Tested equal to ``update`` by ``tests/plugins/tianshou/test_on_policy_update.py``."""
+    buffer = to_buffer(batch)
+    indices = np.arange(len(batch))
+    # What buffer[indices] gives (``info`` too), in a batch of its own: the preprocessing
+    # adds fields and converts ``act``, which the buffer's batch must not see.
+    sample = Batch(info=Batch())
+    for key in batch.get_keys():
+        sample[key] = batch[key]
+    preprocessed = algorithm._preprocess_batch(sample, buffer, indices)
+    for key in UNREAD:
+        preprocessed.pop(key, None)
+    with torch_train_mode(algorithm):
+        stats = algorithm._update_with_batch(preprocessed, batch_size=batch_size, repeat=repeat)
+    algorithm._postprocess_batch(preprocessed, buffer, indices)
+    for scheduler in algorithm.lr_schedulers:
+        scheduler.step()
+    return stats
 
 
 CRITIC, OPTIM = "critic.pt", "optim.pt"
@@ -67,9 +109,7 @@ class OnPolicyTrainer(Trainer):
         if not len(batch):
             return {}
         with self.copies.training(), policy_within_training_step(self.algorithm.policy), numpy_random(self._rng):
-            # A2C and PPO (a subclass) both report A2CTrainingStats.
-            stats = cast(A2CTrainingStats, self.algorithm.update(to_buffer(batch), batch_size=self.batch_size,
-                                                                  repeat=self.epochs))
+            stats = on_policy_update(self.algorithm, batch, batch_size=self.batch_size, repeat=self.epochs)
         self.gradient_steps += stats.gradient_steps
         return {"loss": stats.loss.mean, "actor_loss": stats.actor_loss.mean, "vf_loss": stats.vf_loss.mean,
                 "entropy": stats.ent_loss.mean, "gradient_steps": float(self.gradient_steps)}
@@ -159,7 +199,7 @@ class ActorCriticAlgorithm(OnDevice, Algorithm):
         # Our actors are plain modules with Tianshou's actor call signature (duck-typed).
         if isinstance(policy, CategoricalPolicy):
             learner = DiscreteActorPolicy(actor=actor,  # type: ignore[arg-type]
-                                          action_space=gym_space(space.action_space))
+                                          dist_fn=categorical, action_space=gym_space(space.action_space))
         else:
             learner = ProbabilisticActorPolicy(actor=actor, dist_fn=gaussian,  # type: ignore[arg-type]
                                                action_space=gym_space(space.action_space),

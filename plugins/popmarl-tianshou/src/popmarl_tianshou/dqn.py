@@ -11,13 +11,14 @@ NashConv, tabular export work).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import cast
 
 import attrs
 import numpy as np
 import torch
 from tianshou.algorithm import DQN as TianshouDQN
 from tianshou.algorithm.modelfree.dqn import DiscreteQLearningPolicy
-from tianshou.data import ReplayBuffer
+from tianshou.data import Batch, ReplayBuffer
 from tianshou.utils.torch_utils import policy_within_training_step, torch_train_mode
 
 from popmarl.algorithm import Algorithm, PolicySpace
@@ -30,9 +31,10 @@ from popmarl.validators import at_least_one, layer_widths, non_negative, optiona
 
 from popmarl_tianshou.batching import append, gym_space, numpy_random, numpy_random_state, transitions
 from popmarl_tianshou.device import DeviceCopies, OnDevice, Placement, device_validator
-from popmarl_tianshou.nets import QNet, feature_dim, seeded
+from popmarl_tianshou.nets import QNet, feature_dim, inference, seeded
 from popmarl_tianshou.optim import FusedAdamFactory
 from popmarl_tianshou.policy import QPolicy, set_torch_threads, uniform_initial
+from popmarl_tianshou.replay import ReplayRound
 from popmarl_tianshou.state import (TRAINER, buffer_arrays, buffer_json, load_buffer, load_module, load_optimizer,
                                     module_bytes, npz_bytes, optimizer_bytes, random_state_from_json,
                                     random_state_json, read_npz, read_trainer_json, trainer_json)
@@ -79,17 +81,25 @@ class MaskedDQN(TianshouDQN):
     actions in every mode (Tianshou masks only the online argmax of double DQN)."""
 
     def _target_q(self, buffer: ReplayBuffer, indices: np.ndarray) -> torch.Tensor:
-        # The networks are called directly (no policy batches: this runs every gradient step).
-        obs_next = buffer.get(indices, "obs_next")
-        mask = getattr(obs_next, "mask", None)
-        online = self.policy.model
-        lagged = self.model_old
-        target = (online if lagged is None else lagged)(obs_next)[0]
+        obs_next = cast(Batch, buffer.get(indices, "obs_next"))
+        return self.target_values(obs_next.obs, getattr(obs_next, "mask", None))
+
+    def target_values(self, obs_next: np.ndarray | torch.Tensor,
+                      mask: np.ndarray | torch.Tensor | None) -> torch.Tensor:
+        """The bootstrap values ``[rows]`` of next observations' features ``obs_next``
+        with legal actions ``mask`` (bool or 0/1; None: all), from the networks as they
+        are now; to call under ``torch.no_grad()``."""
+        # The networks' MLPs are called directly (no policy batches, no module calls:
+        # this runs every gradient step); ``nets.inference`` gives the same numbers.
+        online = cast(QNet, self.policy.model)
+        lagged = None if self.model_old is None else cast(QNet, self.model_old.module)
+        x = torch.as_tensor(obs_next, dtype=torch.float32, device=next(online.parameters()).device)
+        target = inference((online if lagged is None else lagged).net, x)
         if self.is_double:
-            q = target if lagged is None else online(obs_next)[0]
-            best = self.policy.compute_q_value(q, mask).argmax(dim=1)  # over the legal actions
-            return target[torch.arange(len(best), device=target.device), best]
-        return self.policy.compute_q_value(target, mask).max(dim=1)[0]
+            q = target if lagged is None else inference(online.net, x)
+            best = self.policy.compute_q_value(q, mask).argmax(dim=1, keepdim=True)  # type: ignore[arg-type]
+            return target.gather(1, best).squeeze(1)  # over the legal actions
+        return self.policy.compute_q_value(target, mask).max(dim=1)[0]  # type: ignore[arg-type]
 
 
 OPTIM, TARGET, BUFFER = "optim.pt", "target.pt", "buffer.npz"
@@ -136,13 +146,14 @@ class DQNTrainer(Trainer):
             steps, self._owed = int(self._owed), self._owed - int(self._owed)
             algorithm = self.algorithm
             # Tianshou's update(buffer, sample_size) per step, with the train-mode and
-            # training-step switches set once for all steps (they walk every module).
+            # training-step switches set once for all steps (they walk every module), and
+            # the samples drawn and preprocessed once for the round (see ReplayRound).
             with self.copies.training(), policy_within_training_step(algorithm.policy), \
                     torch_train_mode(algorithm), numpy_random(self._rng):
-                for _ in range(steps):
-                    sample, indices = self.buffer.sample(c.batch_size)
-                    sample = algorithm._preprocess_batch(sample, self.buffer, indices)
-                    losses.append(algorithm._update_with_batch(sample).loss)
+                replay = ReplayRound(self.buffer, steps=steps, batch_size=c.batch_size, gamma=c.gamma,
+                                     n_step=c.n_step)
+                for step in range(steps):
+                    losses.append(algorithm._update_with_batch(replay.batch(step, algorithm.target_values)).loss)
             self.gradient_steps += steps
         metrics = {"epsilon": self.policy.eps, "buffer_size": float(len(self.buffer)),
                    "gradient_steps": float(self.gradient_steps)}

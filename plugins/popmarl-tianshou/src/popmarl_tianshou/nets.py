@@ -51,6 +51,21 @@ def mlp(in_dim: int, hidden: Sequence[int], out_dim: int, *, out_gain: float | N
     return nn.Sequential(*layers)
 
 
+def inference(net: nn.Sequential, x: torch.Tensor) -> torch.Tensor:
+    """``net(x)`` for an :func:`mlp`, to call under ``torch.no_grad()``: the same numbers
+    (each ``Linear`` as ``F.linear`` of its weights, each ``ReLU`` in place on the
+    previous layer's fresh output) without a module call per layer."""
+    fresh = False
+    for layer in net:
+        if isinstance(layer, nn.Linear):
+            x, fresh = nn.functional.linear(x, layer.weight, layer.bias), True
+        elif isinstance(layer, nn.ReLU) and fresh:
+            x = torch.relu_(x)
+        else:
+            x, fresh = layer(x), False
+    return x
+
+
 def split_obs(obs: Any, device: torch.device | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Features and legal-action mask (``None`` if absent) of a module input, on
     ``device`` (the module's: a trainer on a GPU feeds it numpy batches)."""
@@ -154,5 +169,5 @@ def seeded(seed: int) -> Iterator[None]:
 
 __all__ = [
     "CategoricalActor", "GaussianActor", "QNet", "ValueCritic", "action_dim", "feature_dim",
-    "Net", "features", "mask_logits", "mlp", "seeded", "split_obs",
+    "Net", "features", "inference", "mask_logits", "mlp", "seeded", "split_obs",
 ]
