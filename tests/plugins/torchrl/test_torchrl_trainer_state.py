@@ -73,7 +73,7 @@ def test_a_state_of_another_algorithm_or_config_is_refused() -> None:
     vdn = _team(env, "vdn")
     state = run_task(_task(env, LearnerInit(), 1), learners=vdn, rollout=worker,
                      policy_of={}.__getitem__).states["team"]
-    with pytest.raises(CheckpointError, match=r"^trainer state trainer.json: holds a 'vdn' trainer state, "
+    with pytest.raises(CheckpointError, match=r"^trainer state trainer.json: holds a 'vdn' trainer state of format 1, "
                                               r"expected 'qmix'"):
         _team(env, "qmix").rebuild(state, seats=env.agents)
     with pytest.raises(CheckpointError, match=r"^trainer state buffer.npz: .* does not fit this config's buffer"):

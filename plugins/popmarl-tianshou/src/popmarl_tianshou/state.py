@@ -10,7 +10,6 @@ does not read back, or does not fit the trainer it is loaded into, is a one-line
 from __future__ import annotations
 
 import io
-import json
 import pickle
 import zipfile
 from collections.abc import Mapping
@@ -23,19 +22,11 @@ from tianshou.data import Batch, ReplayBuffer
 
 from popmarl.errors import CheckpointError
 from popmarl.trainer import TrainerState
-
-#: Version of the files below; a state of another version is refused.
-FORMAT = 1
-TRAINER = "trainer.json"
+from popmarl.trainer_files import (FORMAT, TRAINER, first_line, json_bytes, npz_bytes, read_json, read_npz,
+                                   read_trainer_json, state_file, trainer_json)
 
 
-def _file(state: TrainerState, name: str) -> bytes:
-    if name not in state:
-        raise CheckpointError(f"trainer state: file {name!r} is missing (has {sorted(state) or 'none'})")
-    return state[name]
-
-
-# -- the three formats ----------------------------------------------------------------------
+# -- torch files -----------------------------------------------------------------------------
 def torch_bytes(obj: Any) -> bytes:
     """``obj`` (tensors in plain dicts and lists) as a torch file, every tensor on the
     CPU (a trainer on a GPU writes the same portable files as one on the CPU)."""
@@ -57,64 +48,9 @@ def _on_cpu(obj: Any) -> Any:
 def read_torch(state: TrainerState, name: str) -> Any:
     """Torch file ``name`` of ``state``, read with ``weights_only=True`` (no code runs)."""
     try:
-        return torch.load(io.BytesIO(_file(state, name)), map_location="cpu", weights_only=True)
+        return torch.load(io.BytesIO(state_file(state, name)), map_location="cpu", weights_only=True)
     except (RuntimeError, EOFError, ValueError, pickle.UnpicklingError, zipfile.BadZipFile) as exc:
-        raise CheckpointError(f"trainer state {name}: not a readable torch file ({_line(exc)})") from None
-
-
-def npz_bytes(arrays: Mapping[str, np.ndarray]) -> bytes:
-    """Plain (non-object) arrays as a compressed ``.npz`` file (replay buffers of
-    one-hot and mostly-zero features shrink about 30-fold)."""
-    out = io.BytesIO()
-    plain: dict[str, Any] = {key: np.asarray(value) for key, value in arrays.items()}
-    np.savez_compressed(out, **plain)
-    return out.getvalue()
-
-
-def read_npz(state: TrainerState, name: str) -> dict[str, np.ndarray]:
-    """The arrays of ``.npz`` file ``name`` of ``state`` (pickled arrays are refused)."""
-    try:
-        with np.load(io.BytesIO(_file(state, name)), allow_pickle=False) as data:
-            return {key: data[key] for key in data.files}
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
-        raise CheckpointError(f"trainer state {name}: not a readable .npz file of plain arrays ({_line(exc)})") from None
-
-
-def json_bytes(obj: Any) -> bytes:
-    return json.dumps(obj, sort_keys=True).encode()
-
-
-def read_json(state: TrainerState, name: str) -> dict[str, Any]:
-    try:
-        data = json.loads(_file(state, name))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise CheckpointError(f"trainer state {name}: not valid JSON ({_line(exc)})") from None
-    if not isinstance(data, dict):
-        raise CheckpointError(f"trainer state {name}: expected a JSON object, got {type(data).__name__}")
-    return data
-
-
-def _line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
-
-
-# -- the trainer's own file -------------------------------------------------------------------
-def trainer_json(kind: str, **fields: Any) -> bytes:
-    """The trainer's counters and generator states, tagged with its kind and :data:`FORMAT`."""
-    return json_bytes({"format": FORMAT, "kind": kind, **fields})
-
-
-def read_trainer_json(state: TrainerState, kind: str, fields: tuple[str, ...]) -> dict[str, Any]:
-    """The trainer's JSON file, checked to be of ``kind`` and to hold ``fields``."""
-    data = read_json(state, TRAINER)
-    if data.get("format") != FORMAT or data.get("kind") != kind:
-        raise CheckpointError(f"trainer state {TRAINER}: holds a {data.get('kind')!r} trainer state of format "
-                              f"{data.get('format')!r}, expected {kind!r} of format {FORMAT}")
-    missing = [field for field in fields if field not in data]
-    if missing:
-        raise CheckpointError(f"trainer state {TRAINER}: missing {', '.join(missing)}")
-    return data
+        raise CheckpointError(f"trainer state {name}: not a readable torch file ({first_line(exc)})") from None
 
 
 def random_state_json(state: Any) -> dict[str, Any]:
@@ -131,7 +67,7 @@ def random_state_from_json(data: Any, name: str) -> tuple[str, np.ndarray, int, 
         state = (str(data["generator"]), keys, int(data["pos"]), int(data["has_gauss"]), float(data["gauss"]))
         np.random.RandomState().set_state(state)
     except (KeyError, TypeError, ValueError, OverflowError) as exc:
-        raise CheckpointError(f"trainer state {TRAINER}: {name} is not a numpy generator state ({_line(exc)})") from None
+        raise CheckpointError(f"trainer state {TRAINER}: {name} is not a numpy generator state ({first_line(exc)})") from None
     return state
 
 
@@ -189,7 +125,7 @@ def load_optimizer(state: TrainerState, name: str, algorithm: TianshouAlgorithm)
                                          f"the parameter {tuple(params[index].shape)}")
             optim.load_state_dict(saved)
         except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
-            raise CheckpointError(f"trainer state {name}: does not fit this trainer's optimiser ({_line(exc)})") from None
+            raise CheckpointError(f"trainer state {name}: does not fit this trainer's optimiser ({first_line(exc)})") from None
     for scheduler, saved in zip(algorithm.lr_schedulers, schedulers, strict=True):
         scheduler.load_state_dict(saved)
 

@@ -9,7 +9,6 @@ trainer, is a one-line :class:`~popmarl.errors.CheckpointError` naming it.
 from __future__ import annotations
 
 import io
-import json
 import pickle
 import zipfile
 from collections.abc import Mapping
@@ -20,21 +19,7 @@ import torch
 
 from popmarl.errors import CheckpointError
 from popmarl.trainer import TrainerState
-
-#: Version of these files; a state of another version is refused.
-FORMAT = 1
-TRAINER = "trainer.json"
-
-
-def _file(state: TrainerState, name: str) -> bytes:
-    if name not in state:
-        raise CheckpointError(f"trainer state: file {name!r} is missing (has {sorted(state) or 'none'})")
-    return state[name]
-
-
-def _line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
+from popmarl.trainer_files import TRAINER, first_line, npz_bytes, read_npz, read_trainer_json, state_file, trainer_json
 
 
 def torch_bytes(obj: Any) -> bytes:
@@ -47,9 +32,9 @@ def torch_bytes(obj: Any) -> bytes:
 def read_torch(state: TrainerState, name: str) -> Any:
     """Torch file ``name`` of ``state``, read with ``weights_only=True`` (no code runs)."""
     try:
-        return torch.load(io.BytesIO(_file(state, name)), map_location="cpu", weights_only=True)
+        return torch.load(io.BytesIO(state_file(state, name)), map_location="cpu", weights_only=True)
     except (RuntimeError, EOFError, ValueError, pickle.UnpicklingError, zipfile.BadZipFile) as exc:
-        raise CheckpointError(f"trainer state {name}: not a readable torch file ({_line(exc)})") from None
+        raise CheckpointError(f"trainer state {name}: not a readable torch file ({first_line(exc)})") from None
 
 
 def load_modules(state: TrainerState, name: str, modules: Mapping[str, torch.nn.Module | torch.optim.Optimizer]) -> None:
@@ -63,7 +48,7 @@ def load_modules(state: TrainerState, name: str, modules: Mapping[str, torch.nn.
             target.load_state_dict(saved[key])
         except (KeyError, RuntimeError, ValueError, TypeError) as exc:
             raise CheckpointError(f"trainer state {name}: {key} does not fit this trainer (another config?): "
-                                  f"{_line(exc)}") from None
+                                  f"{first_line(exc)}") from None
 
 
 def modules_bytes(modules: Mapping[str, torch.nn.Module | torch.optim.Optimizer]) -> bytes:
@@ -81,44 +66,6 @@ def _copy(obj: Any) -> Any:
     return obj
 
 
-def npz_bytes(arrays: Mapping[str, np.ndarray]) -> bytes:
-    """Plain arrays as a compressed ``.npz`` file."""
-    out = io.BytesIO()
-    plain: dict[str, Any] = {key: np.asarray(value) for key, value in arrays.items()}
-    np.savez_compressed(out, **plain)
-    return out.getvalue()
-
-
-def read_npz(state: TrainerState, name: str) -> dict[str, np.ndarray]:
-    """The arrays of ``.npz`` file ``name`` (pickled arrays are refused)."""
-    try:
-        with np.load(io.BytesIO(_file(state, name)), allow_pickle=False) as data:
-            return {key: data[key] for key in data.files}
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
-        raise CheckpointError(f"trainer state {name}: not a readable .npz file of plain arrays ({_line(exc)})") from None
-
-
-def trainer_json(kind: str, **fields: Any) -> bytes:
-    """The trainer's counters and generator states, tagged with its kind and :data:`FORMAT`."""
-    return json.dumps({"format": FORMAT, "kind": kind, **fields}, sort_keys=True).encode()
-
-
-def read_trainer_json(state: TrainerState, kind: str, fields: tuple[str, ...]) -> dict[str, Any]:
-    """The trainer's JSON file, checked to be of ``kind`` and to hold ``fields``."""
-    try:
-        data = json.loads(_file(state, TRAINER))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise CheckpointError(f"trainer state {TRAINER}: not valid JSON ({_line(exc)})") from None
-    if not isinstance(data, dict) or data.get("format") != FORMAT or data.get("kind") != kind:
-        got = data.get("kind") if isinstance(data, dict) else type(data).__name__
-        raise CheckpointError(f"trainer state {TRAINER}: holds a {got!r} trainer state, expected {kind!r} of format "
-                              f"{FORMAT}")
-    missing = [field for field in fields if field not in data]
-    if missing:
-        raise CheckpointError(f"trainer state {TRAINER}: missing {', '.join(missing)}")
-    return data
-
-
 def generator_json(rng: np.random.Generator) -> dict[str, Any]:
     """A numpy ``Generator``'s bit-generator state as JSON (PCG64: integers)."""
     return dict(rng.bit_generator.state)
@@ -130,5 +77,9 @@ def generator_from_json(data: Any, name: str) -> np.random.Generator:
     try:
         rng.bit_generator.state = data
     except (TypeError, ValueError, KeyError) as exc:
-        raise CheckpointError(f"trainer state {TRAINER}: {name} is not a numpy generator state ({_line(exc)})") from None
+        raise CheckpointError(f"trainer state {TRAINER}: {name} is not a numpy generator state ({first_line(exc)})") from None
     return rng
+
+
+__all__ = ["TRAINER", "generator_from_json", "generator_json", "load_modules", "modules_bytes", "npz_bytes",
+           "read_npz", "read_torch", "read_trainer_json", "torch_bytes", "trainer_json"]
