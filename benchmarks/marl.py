@@ -22,7 +22,10 @@ accounting, episode length and budget, so they are not targets.
         [--tasks spread,speaker_listener] [--algorithms ppo,mappo,vdn,qmix,dqn] [--jobs 1] [--json]
 
 ``--jobs``: runs played at once, each in its own process (each run is seeded and
-single-threaded, so its result does not depend on this; its wall time does).
+single-threaded, so its result does not depend on this; its wall time does). Evaluation
+is noisy: on speaker-listener one run's team return moved by 5 between 100 and 1,000
+evaluation games (``vdn``, seed 0, 300k env steps: -35.0 / -30.1), so compare with
+``--eval-episodes 1000``.
 """
 
 from __future__ import annotations
