@@ -61,3 +61,11 @@ def masked_uniform(mask: np.ndarray | None, n_rows: int, n_actions: int) -> np.n
     """Uniform probabilities over the legal actions of each row."""
     legal = np.ones((n_rows, n_actions)) if mask is None else np.asarray(mask, dtype=float)
     return legal / legal.sum(axis=1, keepdims=True)
+
+
+def epsilon_greedy(greedy: np.ndarray, mask: np.ndarray | None, n_actions: int, eps: float,
+                   rng: np.random.Generator) -> np.ndarray:
+    """``greedy`` (one action per row) with each row replaced, with probability ``eps``, by a
+    uniformly random legal action (``mask``'s; every action where None)."""
+    random = sample_rows(masked_uniform(mask, len(greedy), n_actions), rng)
+    return np.where(rng.random(len(greedy)) < eps, random, greedy)

@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from popmarl.algorithm import PolicySpace
-from popmarl.policy import ExplicitPolicy, Policy, masked_uniform, sample_rows
+from popmarl.policy import ExplicitPolicy, Policy, epsilon_greedy, masked_uniform, sample_rows
 from popmarl.records import Observations, Weights
 from popmarl.spaces import Box, Discrete
 
@@ -104,10 +104,6 @@ def uniform_initial(policy: TorchPolicyT) -> TorchPolicyT:
     return policy
 
 
-def _legal(batch: Observations, n_actions: int) -> np.ndarray:
-    return np.ones((len(batch), n_actions), bool) if batch.mask is None else np.asarray(batch.mask, dtype=bool)
-
-
 class QPolicy(TorchPolicy, ExplicitPolicy):
     """Greedy over the legal actions' Q-values; ε-greedy (uniform over the legal
     actions with probability ``eps``) when exploring."""
@@ -136,8 +132,7 @@ class QPolicy(TorchPolicy, ExplicitPolicy):
         greedy = self.q_values(batch).argmax(axis=1)
         if not explore or self.eps <= 0.0:
             return greedy
-        random = sample_rows(masked_uniform(_legal(batch, self.n_actions), len(batch), self.n_actions), rng)
-        return np.where(rng.random(len(batch)) < self.eps, random, greedy)
+        return epsilon_greedy(greedy, batch.mask, self.n_actions, self.eps, rng)
 
     def extra_weights(self) -> dict[str, np.ndarray]:
         return {"explore.eps": np.array(self.eps, dtype=np.float64)}

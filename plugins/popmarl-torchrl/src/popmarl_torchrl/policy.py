@@ -22,7 +22,7 @@ from torch import nn
 from torchrl.modules import MLP
 
 from popmarl.algorithm import PolicySpace
-from popmarl.policy import ExplicitPolicy, Policy, masked_uniform, sample_rows
+from popmarl.policy import ExplicitPolicy, Policy, epsilon_greedy
 from popmarl.records import Observations, Weights
 from popmarl.spaces import Box, Discrete, Space
 
@@ -196,9 +196,7 @@ class QPolicy(TorchPolicy, ExplicitPolicy):
         greedy = self.q_values(batch).argmax(axis=1)
         if not explore or self.eps <= 0.0:
             return greedy
-        legal = np.ones((len(batch), self.n_actions), bool) if batch.mask is None else np.asarray(batch.mask, bool)
-        random = sample_rows(masked_uniform(legal, len(batch), self.n_actions), rng)
-        return np.where(rng.random(len(batch)) < self.eps, random, greedy)
+        return epsilon_greedy(greedy, batch.mask, self.n_actions, self.eps, rng)
 
     def extra_weights(self) -> dict[str, np.ndarray]:
         return {"explore.eps": np.array(self.eps, dtype=np.float64)}
