@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from abc import abstractmethod
 from collections.abc import Mapping
-from typing import ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
 import numpy as np
@@ -21,6 +21,9 @@ from popmarl.errors import ConfigError
 from popmarl.policy import Policy
 from popmarl.spaces import Space
 from popmarl.trainer import Trainer
+
+if TYPE_CHECKING:
+    from popmarl.env_traits import EnvTraits
 
 
 @attrs.frozen(kw_only=True)
@@ -102,6 +105,23 @@ class Algorithm(Component):
     joint_view: ClassVar[bool] = False
     needs_state: ClassVar[bool] = False
     trains_team: ClassVar[bool] = False
+    #: The params whose default follows the env: left null in a config, a run fills them
+    #: from :meth:`env_defaults` of the env's traits before the algorithm is built (and
+    #: says so in its log); an algorithm built without an env gets ``env_defaults(None)``.
+    env_params: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        unset = [name for name in self.env_params if getattr(self.config, name) is None]
+        if unset:
+            fallback = self.env_defaults(None)
+            self.config = attrs.evolve(self.config, **{name: fallback[name] for name in unset})
+
+    @classmethod
+    def env_defaults(cls, traits: EnvTraits | None) -> dict[str, Any]:
+        """The values of :attr:`env_params` for an env with ``traits``
+        (:mod:`popmarl.env_traits`; None: an env not known)."""
+        return {}
 
     def check(self, *, env: Env, space: PolicySpace) -> None:
         """Raise a :class:`~popmarl.errors.ConfigError` (one line naming the key to change)

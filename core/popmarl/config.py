@@ -39,13 +39,63 @@ class AgentsConfig:
     mapping: str | dict[str, str] = "per_player"
 
 
+#: The wall-clock cap of a run whose ``stopping`` sets no cap of its own (30 minutes).
+DEFAULT_MAX_WALL_TIME_S = 1800.0
+
+
 @attrs.frozen(kw_only=True)
 class StoppingConfig:
-    """When the run ends: the first condition met wins."""
+    """When the run ends: the first condition met wins.
 
-    max_iterations: int = attrs.field(default=10, validator=non_negative)
+    ``max_iterations``, ``max_wall_time_s``: caps; ``target_nash_conv``: psro, once the
+    meta-strategy's NashConv (where the env computes it) is at most this; ``patience``:
+    psro, once the meta-game has converged: for ``patience`` iterations in a row, the new
+    policies gained at most ``min_gain`` (a share of the payoff table's range) against the
+    meta-strategy they answered (the ``oracle_gain_share`` metric: PSRO's own estimate of
+    its meta-strategy's NashConv, 0 once its oracle finds nothing better).
+
+    A config that sets none of them gets its scenario's default
+    (:attr:`popmarl.scenario.Scenario.default_stopping`: psro stops once converged, with
+    ``patience`` 3, or after 30 minutes; marl and the league after 10 iterations); one
+    that sets no cap (only a target or ``patience``) stops after 30 minutes at the latest."""
+
+    max_iterations: int | None = attrs.field(default=None, validator=optional(non_negative))
     target_nash_conv: float | None = attrs.field(default=None, validator=optional(non_negative))
     max_wall_time_s: float | None = attrs.field(default=None, validator=optional(positive))
+    patience: int | None = attrs.field(default=None, validator=optional(at_least_one))
+    min_gain: float = attrs.field(default=0.01, validator=non_negative)
+
+    @property
+    def unset(self) -> bool:
+        """Whether no condition is set (the scenario's default applies)."""
+        return all(v is None for v in (self.max_iterations, self.target_nash_conv, self.max_wall_time_s,
+                                       self.patience))
+
+    def with_defaults(self, default: StoppingConfig) -> StoppingConfig:
+        """The conditions in force: ``default`` where none is set; a cap of
+        :data:`DEFAULT_MAX_WALL_TIME_S` where no cap is."""
+        if self.unset:
+            return default
+        if self.max_iterations is None and self.max_wall_time_s is None:
+            return attrs.evolve(self, max_wall_time_s=DEFAULT_MAX_WALL_TIME_S)
+        return self
+
+
+#: A ``psro`` best response's budget when ``training`` sets none (no ``max_env_steps``,
+#: ``max_episodes``, ``max_wall_time_s``, ``min_env_steps``, ``patience``, ``target_return``
+#: or ``target_win_rate``): train until the return against its opponents stops improving
+#: for ``patience`` update rounds (:mod:`popmarl.progress`), after at least
+#: ``AUTO_MIN_GAMES`` games' worth of env steps and at most ``AUTO_MAX_GAMES`` games'
+#: worth (a game's length as random play measures it: :mod:`popmarl.env_traits`), and
+#: never fewer than the ``..._ENV_STEPS`` floors (``benchmarks/defaults.py``).
+AUTO_MIN_GAMES = 5_000
+AUTO_MAX_GAMES = 25_000
+AUTO_MIN_ENV_STEPS = 20_000
+AUTO_MAX_ENV_STEPS = 200_000
+AUTO_PATIENCE = 3
+#: The env steps of a ``marl`` iteration and of a ``league`` round when
+#: ``training.max_env_steps`` is unset.
+ROUND_ENV_STEPS = 20_000
 
 
 @attrs.frozen(kw_only=True)
@@ -59,14 +109,19 @@ class TrainingConfig:
     trainer's state), how it plays (``opponent_epsilon``, ``self_play``), and how many
     best responses per population learn at once (``pipeline``: :mod:`popmarl.pipeline`).
 
-    The defaults (20,000 env steps, ``newest_weights``, ``opponent_epsilon`` from the
-    algorithm: 0.3 for dqn and ppo, 0 for a2c; 0 in games with chance) are what measured
-    best across poker and board games (``benchmarks/defaults.py``): a new best response
-    keeps what the population's newest policy learned, and in a game without chance its
-    opponents sometimes move at random, so that it meets positions their policies never
-    reach."""
+    The budget follows learning unless set: with none of its keys, a best response trains
+    until its return plateaus, for at least 5,000 and at most 25,000 games' worth of env
+    steps (at least 20,000 and 200,000: :data:`AUTO_MIN_GAMES` and the constants beside
+    it), so that small games stop early and longer ones train longer; ``patience`` or
+    ``min_env_steps`` alone keep that cap; any of ``max_env_steps``, ``max_episodes``,
+    ``max_wall_time_s`` is the budget as given. The
+    other defaults (``newest_weights``, ``opponent_epsilon`` from the algorithm: 0.3 for
+    dqn and ppo, 0 for a2c; 0 in games with chance) are what measured best across poker
+    and board games (``benchmarks/defaults.py``): a new best response keeps what the
+    population's newest policy learned, and in a game without chance its opponents
+    sometimes move at random, so that it meets positions their policies never reach."""
 
-    max_env_steps: int | None = attrs.field(default=20_000, validator=optional(at_least_one))
+    max_env_steps: int | None = attrs.field(default=None, validator=optional(at_least_one))
     min_env_steps: int | None = attrs.field(default=None, validator=optional(at_least_one))
     patience: int | None = attrs.field(default=None, validator=optional(at_least_one))
     max_episodes: int | None = attrs.field(default=None, validator=optional(at_least_one))
@@ -84,18 +139,43 @@ class TrainingConfig:
     pipeline: int = attrs.field(default=1, validator=at_least_one)
 
     def __attrs_post_init__(self) -> None:
-        if self.max_env_steps is None and self.max_episodes is None and self.max_wall_time_s is None:
-            raise ValueError("set at least one of max_env_steps, max_episodes, max_wall_time_s")
         if self.min_env_steps is not None and self.max_env_steps is not None and self.min_env_steps > self.max_env_steps:
             raise ValueError(f"min_env_steps ({self.min_env_steps}) exceeds max_env_steps ({self.max_env_steps})")
 
-    def budget(self, algorithm_opponent_epsilon: float = 0.0) -> TrainBudget:
+    @property
+    def capped(self) -> bool:
+        """Whether the config caps a training run itself (``max_env_steps``,
+        ``max_episodes`` or ``max_wall_time_s``)."""
+        return any(v is not None for v in (self.max_env_steps, self.max_episodes, self.max_wall_time_s))
+
+    @property
+    def auto(self) -> bool:
+        """Whether the budget follows learning by default (no budget key is set)."""
+        return not self.capped and all(v is None for v in (self.min_env_steps, self.patience, self.target_return,
+                                                           self.target_win_rate))
+
+    @property
+    def round_env_steps(self) -> int:
+        """The env steps of a ``marl`` iteration or a ``league`` round: ``max_env_steps``,
+        else :data:`ROUND_ENV_STEPS`."""
+        return ROUND_ENV_STEPS if self.max_env_steps is None else self.max_env_steps
+
+    def budget(self, algorithm_opponent_epsilon: float = 0.0, *, episode_steps: float = 0.0) -> TrainBudget:
         """The budget of one training run: every :class:`~popmarl.records.TrainBudget`
-        field from the field of the same name here; ``opponent_epsilon``, when not set,
-        from the learner's algorithm (:attr:`popmarl.algorithm.Algorithm.opponent_epsilon`)."""
+        field from the field of the same name here, the budget that follows learning
+        where none is set (see the class docstring; ``episode_steps``: a game's mean env
+        steps, :attr:`popmarl.env_traits.EnvTraits.episode_steps`); ``opponent_epsilon``,
+        when not set, from the learner's algorithm
+        (:attr:`popmarl.algorithm.Algorithm.opponent_epsilon`)."""
         from popmarl.records import TrainBudget
 
         fields = {f.name: getattr(self, f.name) for f in attrs.fields(TrainBudget)}
+        if self.auto:
+            fields.update(min_env_steps=max(AUTO_MIN_ENV_STEPS, round(AUTO_MIN_GAMES * episode_steps)),
+                          patience=AUTO_PATIENCE)
+        if not self.capped:
+            cap = max(AUTO_MAX_ENV_STEPS, round(AUTO_MAX_GAMES * episode_steps))
+            fields["max_env_steps"] = max(cap, fields["min_env_steps"] or 0)
         if self.opponent_epsilon is None:
             fields["opponent_epsilon"] = algorithm_opponent_epsilon
         return TrainBudget(**fields)

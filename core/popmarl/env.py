@@ -122,6 +122,11 @@ class Env(Component):
     #: leave it False, the deterministic board game's setting.
     has_chance: bool = False
 
+    #: Whether the seats move at once (a simultaneous-move game, as OpenSpiel declares)
+    #: rather than in turn. Envs that cannot tell leave it False: random play then shows
+    #: it where two seats of a game are asked at once (:mod:`popmarl.env_traits`).
+    simultaneous: bool = False
+
     def export_policy(self, profile: MixedProfile, directory: Path) -> list[str]:
         """Write env-specific files describing the final meta-strategy (e.g. OpenSpiel's
         ``final_policy.json``) into the run directory; return their names. Envs with no

@@ -58,6 +58,19 @@ def nash_conv(payoffs: np.ndarray, mixtures: Sequence[np.ndarray]) -> float:
     return float(max(0.0, regrets(payoffs, mixtures).sum()))
 
 
+def new_strategy_gains(payoffs: np.ndarray, previous: Sequence[np.ndarray]) -> np.ndarray:
+    """Per player, the gain of its best strategy beyond ``previous``'s (the strategies
+    added to the game since, e.g. PSRO's new best responses) against the others'
+    ``previous`` mixtures, over those mixtures' value (0 for a player with none new)."""
+    payoffs = np.asarray(payoffs, dtype=float)
+    mixtures = [np.pad(np.asarray(m, float), (0, payoffs.shape[1 + k] - len(m))) for k, m in enumerate(previous)]
+    gains = []
+    for k, dev in enumerate(deviation_payoffs(payoffs, mixtures)):
+        new = dev[len(previous[k]):]
+        gains.append(float(new.max() - dev @ mixtures[k]) if new.size else 0.0)
+    return np.array(gains)
+
+
 def entropy(mixture: np.ndarray) -> float:
     """Shannon entropy (nats) of a mixture."""
     p = np.asarray(mixture, dtype=float)

@@ -74,20 +74,27 @@ class TrainingProgress:
 
     def spent(self, env_steps: int, episodes: int, elapsed: float) -> bool:
         """Whether any stopping condition of the budget holds."""
+        return self.stop_reason(env_steps, episodes, elapsed) is not None
+
+    def stop_reason(self, env_steps: int, episodes: int, elapsed: float) -> str | None:
+        """The first stopping condition of the budget that holds (its field's name, or
+        ``plateau`` for ``patience``), or None."""
         budget = self.budget
         if budget.max_env_steps is not None and env_steps >= budget.max_env_steps:
-            return True
+            return "max_env_steps"
         if budget.max_episodes is not None and episodes >= budget.max_episodes:
-            return True
+            return "max_episodes"
         if budget.max_wall_time_s is not None and elapsed >= budget.max_wall_time_s:
-            return True
+            return "max_wall_time_s"
         learners = list(self.learners.values())
         if not learners or not all(learner.full for learner in learners):
-            return False
+            return None
         windows = [np.asarray(learner.window, dtype=float) for learner in learners]
         if budget.target_return is not None and all(w.mean() >= budget.target_return for w in windows):
-            return True
+            return "target_return"
         if budget.target_win_rate is not None and all(np.mean(w > 0) >= budget.target_win_rate for w in windows):
-            return True
-        return (budget.patience is not None and env_steps >= (budget.min_env_steps or 0)
-                and all(learner.stale >= budget.patience for learner in learners))
+            return "target_win_rate"
+        if (budget.patience is not None and env_steps >= (budget.min_env_steps or 0)
+                and all(learner.stale >= budget.patience for learner in learners)):
+            return "plateau"
+        return None

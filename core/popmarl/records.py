@@ -259,6 +259,9 @@ class TrainResult:
     env_steps: int = 0
     episodes: int = 0
     outcomes: Mapping[tuple[str, ...], np.ndarray] = attrs.field(factory=dict)
+    #: Why training stopped (:meth:`popmarl.progress.TrainingProgress.stop_reason`,
+    #: ``exhausted``); empty where nothing trained (an exact answer).
+    stop_reason: str = ""
 
 
 @attrs.frozen(kw_only=True)

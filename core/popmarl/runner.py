@@ -17,6 +17,7 @@ from popmarl.backend import Backend, Components, RunSetup
 from popmarl.agent import AgentInterface
 from popmarl.config import ComponentConfig, RunConfig, dump, population_algorithms, to_dict, validate
 from popmarl.env import Env
+from popmarl.env_traits import traits_of
 from popmarl.errors import ConfigError
 from popmarl.plugins import Hooks, make_plugin_manager
 from popmarl.population import AgentMapping
@@ -74,6 +75,35 @@ def build_algorithms(specs: Mapping[str, ComponentConfig], found: Registries | N
     return algorithms
 
 
+def with_env_defaults(specs: Mapping[str, ComponentConfig], env: Env,
+                      found: Registries | None = None) -> dict[str, ComponentConfig]:
+    """Each population's algorithm with its params that follow the env
+    (:attr:`popmarl.algorithm.Algorithm.env_params`) filled where the config leaves them
+    null, from the env's traits (:mod:`popmarl.env_traits`; measured only when one is)."""
+    registry = Registries.of(found).get("algorithms")
+    filled: dict[str, ComponentConfig] = {}
+    for population, spec in specs.items():
+        cls = registry.load(spec.name)
+        unset = [name for name in getattr(cls, "env_params", ()) if spec.params.get(name) is None]
+        if unset:
+            defaults = cls.env_defaults(traits_of(env))
+            spec = ComponentConfig(name=spec.name, params={**spec.params, **{k: defaults[k] for k in unset}})
+        filled[population] = spec
+    return filled
+
+
+def describe_env_defaults(before: Mapping[str, ComponentConfig], after: Mapping[str, ComponentConfig],
+                          env: Env) -> list[str]:
+    """Lines for the run's log: which params :func:`with_env_defaults` filled, and why."""
+    lines = []
+    for population, spec in after.items():
+        filled = {k: v for k, v in spec.params.items() if before[population].params.get(k) is None and v is not None}
+        if filled:
+            values = ", ".join(f"{k} {v}" for k, v in filled.items())
+            lines.append(f"popmarl: {spec.name} ({population}): {values}, from the env ({traits_of(env).describe()})")
+    return lines
+
+
 def run_setup(config: RunConfig, *, mapping: AgentMapping, spaces: Mapping[str, PolicySpace],
               specs: Mapping[str, ComponentConfig], found: Registries) -> RunSetup:
     """What a backend needs to rebuild the run's components elsewhere: each population's
@@ -120,8 +150,12 @@ def run(config: RunConfig, out: str | None = None, *, resume: str | None = None,
     trackers = [build("trackers", t, f"trackers[{i}].params", found) for i, t in enumerate(config.trackers)]
     mapping = AgentMapping.resolve(config.agents.mapping, env.agents)
     spaces = policy_spaces(env, mapping)
-    specs = population_algorithms(config, mapping.populations)
+    given = population_algorithms(config, mapping.populations)
+    specs = with_env_defaults(given, env, found)
     algorithms = build_algorithms(specs, found)
+    # A run killed before its first checkpoint restarts from the beginning, in place.
+    resuming = resume is not None and run_dir.state_file.is_file()
+    scenario.resuming = resuming
     scenario.check(config=config, mapping=mapping)
     agents = {p: AgentInterface(space=spaces[p], algorithm=algorithms[p], env=env, algorithm_name=specs[p].name)
               for p in mapping.populations}
@@ -135,14 +169,14 @@ def run(config: RunConfig, out: str | None = None, *, resume: str | None = None,
         agent.algorithm.check(env=env, space=agent.space)
     hooks = Hooks(make_plugin_manager(trackers))  # a broken hook plugin stops the run here
     setup = run_setup(config, mapping=mapping, spaces=spaces, specs=specs, found=found)
-    # A run killed before its first checkpoint restarts from the beginning, in place.
-    resuming = resume is not None and run_dir.state_file.is_file()
     # A corrupt checkpoint is reported before anything starts or changes.
     start_iteration = int(run_dir.load_state()[0]["iteration"]) if resuming else 0
     for change in changes:
         print(f"resume: {change}")
+    for line in describe_env_defaults(given, specs, env):
+        print(line)
     limit = config.stopping.max_iterations
-    if resuming and start_iteration >= limit and any(c.startswith("stopping.max_iterations ") for c in changes):
+    if resuming and limit is not None and start_iteration >= limit and any(c.startswith("stopping.max_iterations ") for c in changes):
         # max_iterations counts the run's iterations from its start, not the resumed ones.
         print(f"resume: the run has done {start_iteration} iterations already, so it stops at once; "
               f"to go on, set stopping.max_iterations above {start_iteration}")

@@ -6,7 +6,7 @@ import logging
 import time
 from abc import abstractmethod
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import attrs
 
@@ -14,7 +14,7 @@ from popmarl.agent import AgentInterface
 from popmarl.algorithm import PolicySpace
 from popmarl.backend import Backend
 from popmarl.component import Component
-from popmarl.config import RunConfig
+from popmarl.config import RunConfig, StoppingConfig
 from popmarl.env import Env
 from popmarl.errors import Terminated
 from popmarl.plugins import Hooks
@@ -47,6 +47,11 @@ class RunContext:
 
 class Scenario(Component):
     """A control loop (PSRO, MARL, league...). It holds no execution details."""
+
+    #: Whether the run continues from a checkpoint, set before the checks below: a check
+    #: of what only a fresh run reads (e.g. another run's policies that ``marl`` copies at
+    #: the start) is then skipped, so that a resume does not depend on it.
+    resuming: bool = False
 
     def check(self, *, config: RunConfig, mapping: AgentMapping) -> None:
         """Raise a :class:`~popmarl.errors.ConfigError` for a config this scenario cannot
@@ -93,15 +98,29 @@ class IterativeScenario(Scenario):
     def summary(self, state: Any, status: str, reason: str) -> dict[str, Any]:
         """The content of ``summary.json`` (``state`` is None if none was built)."""
 
+    #: The stopping conditions of a run whose config sets none (see
+    #: :class:`~popmarl.config.StoppingConfig`).
+    default_stopping: ClassVar[StoppingConfig] = StoppingConfig(max_iterations=10)
+
+    @property
+    def stopping(self) -> StoppingConfig:
+        """The stopping conditions in force: the config's, with this scenario's defaults."""
+        return self.ctx.config.stopping.with_defaults(self.default_stopping)
+
     def stop_reason(self, iteration: int, history: Sequence[Mapping[str, Any]] = ()) -> tuple[str, str] | None:
         """``(status, reason)`` if the run stops before iteration ``iteration + 1`` by the
-        config's ``stopping`` (``target_nash_conv``: by the last ``history`` line's
-        ``nash_conv``, where known), else None."""
-        stopping = self.ctx.config.stopping
+        stopping conditions in force (``target_nash_conv``: by the last ``history`` line's
+        ``nash_conv``, where known; ``patience``: by its last lines' ``oracle_gain_share``),
+        else None."""
+        stopping = self.stopping
         nash_conv = history[-1].get("nash_conv") if history else None
         if stopping.target_nash_conv is not None and nash_conv is not None and nash_conv <= stopping.target_nash_conv:
             return "completed", "target_nash_conv"
-        if iteration >= stopping.max_iterations:
+        if stopping.patience is not None and len(history) >= stopping.patience:
+            gains = [line.get("oracle_gain_share") for line in history[-stopping.patience:]]
+            if all(g is not None and g <= stopping.min_gain for g in gains):
+                return "completed", "converged"
+        if stopping.max_iterations is not None and iteration >= stopping.max_iterations:
             return "completed", "max_iterations"
         if stopping.max_wall_time_s is not None and self.elapsed() >= stopping.max_wall_time_s:
             return "stopped", "max_wall_time_s"

@@ -161,10 +161,11 @@ def run_task(task: TrainTask, *, learners: Learners, policy_of: PolicyOf, rollou
     feed_metrics: dict[str, float] = {}
     games = PlayedGames()
     env_steps = episodes = 0
+    stop_reason = ""
     if group:
         source = feed(task, group, policy_of, learners.population_of)
         try:
-            final, env_steps, episodes, games = _train(task, group, source, learner_metrics, start)
+            final, env_steps, episodes, games, stop_reason = _train(task, group, source, learner_metrics, start)
         finally:
             source.close()
         feed_metrics = source.metrics()
@@ -185,13 +186,14 @@ def run_task(task: TrainTask, *, learners: Learners, policy_of: PolicyOf, rollou
                   LearnerState(key=spec.key, population=spec.population, seed=spec.seed, weights=answered[spec.key])
                   for spec in task.learners}
     return TrainResult(policies=tuple(policies), states=states, learner_metrics=learner_metrics, metrics=metrics,
-                       env_steps=env_steps, episodes=episodes, outcomes=games.counts())
+                       env_steps=env_steps, episodes=episodes, outcomes=games.counts(), stop_reason=stop_reason)
 
 
 def _train(task: TrainTask, group: Group, feed: Feed, learner_metrics: dict[str, dict[str, float]],
-           start: float) -> tuple[dict[str, TeamWeights], int, int, PlayedGames]:
+           start: float) -> tuple[dict[str, TeamWeights], int, int, PlayedGames, str]:
     """The loop over ``feed``'s rounds; returns each learner's final weights (``keep``
-    applied), the env steps and games played, and the games themselves."""
+    applied), the env steps and games played, the games themselves, and why it stopped
+    (:meth:`~popmarl.progress.TrainingProgress.stop_reason`, or ``exhausted``)."""
     budget = task.budget
     keys = [spec.key for spec, _ in group]
     kept = {key: KeptWeights(budget) for key in keys}
@@ -227,13 +229,15 @@ def _train(task: TrainTask, group: Group, feed: Feed, learner_metrics: dict[str,
                 publish(spec.key, learner)
         if got:
             progress.round_done()
-        if fed.exhausted or progress.spent(fed.env_steps, fed.episodes, time.monotonic() - start):
+        reason = "exhausted" if fed.exhausted else progress.stop_reason(fed.env_steps, fed.episodes,
+                                                                        time.monotonic() - start)
+        if reason is not None:
             break
     for spec, _ in group:
         learner_metrics[spec.key].update({"updates": float(updates[spec.key]),
                                           **progress.learners[spec.key].metrics(), **kept[spec.key].metrics()})
     final = {spec.key: kept[spec.key].final(learner.weights()) for spec, learner in group}
-    return final, fed.env_steps, fed.episodes, PlayedGames.join(games)
+    return final, fed.env_steps, fed.episodes, PlayedGames.join(games), reason
 
 
 def _returns(data: Trajectories) -> list[float]:

@@ -275,7 +275,7 @@ def keep_best_with_a_window_no_version_fills(ws):
 
 @case("training", "min_env_steps (50000) exceeds max_env_steps (20000)")
 def plateau_floor_above_the_cap(ws):
-    return ["run", ws.config(training={"min_env_steps": 50000, "patience": 3}), "--out", ws.out]
+    return ["run", ws.config(training={"min_env_steps": 50000, "max_env_steps": 20000, "patience": 3}), "--out", ws.out]
 
 
 @case("training.patience", "applies to scenario psro only")

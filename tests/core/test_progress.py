@@ -59,3 +59,16 @@ def test_one_learner_still_improving_keeps_the_run_going() -> None:
         assert not rule.spent(0, 0, 0.0)
     assert rule.learners["a"].stale == 5 and rule.learners["b"].stale == 0
     assert np.isclose(rule.learners["b"].metrics()["window_return"], 5.0)
+
+
+def test_the_stop_reason_names_the_condition_that_held() -> None:
+    rule = progress(max_episodes=50, max_wall_time_s=5.0, patience=1, target_return=5.0)
+    assert rule.stop_reason(9_999, 49, 4.9) is None
+    assert [rule.stop_reason(10_000, 0, 0.0), rule.stop_reason(0, 50, 0.0), rule.stop_reason(0, 0, 5.0)] == [
+        "max_env_steps", "max_episodes", "max_wall_time_s"]
+    play_round(rule, [6] * 4, [6] * 4)
+    assert rule.stop_reason(0, 0, 0.0) == "target_return"
+    rule = progress(patience=1)
+    play_round(rule, [0] * 4, [0] * 4)
+    play_round(rule, [0] * 4, [0] * 4)
+    assert rule.stop_reason(0, 0, 0.0) == "plateau"

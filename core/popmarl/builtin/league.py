@@ -175,10 +175,14 @@ class League(IterativeScenario):
             if getattr(config.training, name) != getattr(defaults, name):
                 raise ConfigError(f"training.{name}: not used by the league scenario (its players carry on, "
                                   "snapshot and reset as their roles say); remove it")
-        if self.config.steps_per_round is not None and config.training.max_env_steps != defaults.max_env_steps:
+        if config.stopping.patience is not None:
+            raise ConfigError("stopping.patience: psro only (a league's players never stop finding "
+                              "improvements to learn); stop a league by max_iterations, max_wall_time_s or "
+                              "target_nash_conv")
+        if self.config.steps_per_round is not None and config.training.max_env_steps is not None:
             raise ConfigError("scenario.params.steps_per_round: set both it and training.max_env_steps (each "
                               "player's env steps per round); keep one")
-        self._steps_per_round = self.config.steps_per_round or config.training.max_env_steps
+        self._steps_per_round = self.config.steps_per_round or config.training.round_env_steps
         self._solver_named = config.solver != attrs.fields(RunConfig).solver.default
         self._solver_name = config.solver.name if self._solver_named else DEFAULT_SOLVER
 

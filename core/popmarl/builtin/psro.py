@@ -25,12 +25,13 @@ import numpy as np
 
 from popmarl.agent import AgentInterface
 from popmarl.algorithm import opponent_exploration
-from popmarl.config import RunConfig
+from popmarl.config import DEFAULT_MAX_WALL_TIME_S, RunConfig, StoppingConfig
 from popmarl.env import ExactEnv, MixedProfile
 from popmarl.errors import ConfigError
 from popmarl.executor import population_of
 from popmarl.keep import keep_best_problem
-from popmarl.metagame import entropy, expected_payoffs, joint_values
+from popmarl.env_traits import traits_of
+from popmarl.metagame import entropy, expected_payoffs, joint_values, new_strategy_gains
 from popmarl.payoffs import PayoffTable, evaluate_missing
 from popmarl.pipeline import active_keys, active_policy_id, level_opponents, restricted
 from popmarl.policy import Policy
@@ -77,9 +78,13 @@ class PSROState:
 
 
 class PSRO(IterativeScenario):
-    """The PSRO loop over any env, oracle, solver and backend."""
+    """The PSRO loop over any env, oracle, solver and backend. With no ``stopping`` set,
+    it runs until its meta-game has converged (3 iterations in a row whose new policies
+    gain at most 1% of the payoff range against the meta-strategy they answered) or for
+    30 minutes."""
 
     ctx: RunContext
+    default_stopping = StoppingConfig(patience=3, max_wall_time_s=DEFAULT_MAX_WALL_TIME_S)
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -217,6 +222,7 @@ class PSRO(IterativeScenario):
         solve_time = time.monotonic() - t2
         train_steps = sum(r.env_steps for r in results)
         eval_steps += self._pipeline_eval_steps
+        gains = self._oracle_gains(table, state)
         state.iteration, state.table, state.meta, state.joint = iteration, table, solved.mixtures, solved.joint
         state.solver_metrics = dict(solved.metrics)
         state.env_steps += train_steps + eval_steps
@@ -224,6 +230,7 @@ class PSRO(IterativeScenario):
         metrics = self._metrics(state, results, train_steps + eval_steps, iteration_time,
                                 exact=(answered, exact_entries), train_time=train_time, eval_time=eval_time,
                                 solve_time=solve_time)
+        metrics.update(gains)
         metrics.update(self.approx_nash_conv(state))
         metrics.update(self.ratings(state))
         state.history.append(metrics)
@@ -231,6 +238,18 @@ class PSRO(IterativeScenario):
         self._commit(state)
         ctx.run_dir.append_metrics(metrics)
         ctx.hooks.iteration_end(ctx.info, iteration, metrics)
+
+    def _oracle_gains(self, table: PayoffTable, state: PSROState) -> dict[str, float | None]:
+        """What the iteration's new policies gain against the meta-strategy they answered
+        (``state``'s, over the policies before them), summed over seats
+        (``oracle_gain``: PSRO's own estimate of that meta-strategy's NashConv), and as a
+        share of the payoff table's range (``oracle_gain_share``: what ``stopping.patience``
+        reads); None under a joint meta-strategy."""
+        if state.joint is not None:
+            return {"oracle_gain": None, "oracle_gain_share": None}
+        gain = float(new_strategy_gains(table.values, state.meta).sum())
+        spread = float(np.ptp(table.values))
+        return {"oracle_gain": gain, "oracle_gain_share": gain / spread if spread > 0 else 0.0}
 
     def _solve(self, table: PayoffTable) -> SolverResult:
         """The meta-solver's answer for ``table``, checked (a wrong one fails the run, naming the solver)."""
@@ -261,7 +280,8 @@ class PSRO(IterativeScenario):
         from_newest = training.init == "newest_weights"
         tasks = []
         for k, population in enumerate(ctx.mapping.populations):
-            budget = training.budget(opponent_exploration(ctx.agents[population].algorithm, ctx.env))
+            budget = training.budget(opponent_exploration(ctx.agents[population].algorithm, ctx.env),
+                                     episode_steps=traits_of(ctx.env).episode_steps)
             seat = ctx.env.agents.index(ctx.mapping.agents_of(population)[0])
             jobs = [(opponents, None)] if state.joint is None else [((), j) for j in self._joint_opponents(state, seat)]
             for j, (seats, joint) in enumerate(jobs):
@@ -302,7 +322,8 @@ class PSRO(IterativeScenario):
             episodes=ctx.config.evaluation.episodes_per_entry, seed=derive_seed(ctx.config.seed, iteration, 1_000_033))
         tasks = []
         for k, population in enumerate(ctx.mapping.populations):
-            budget = training.budget(opponent_exploration(ctx.agents[population].algorithm, ctx.env))
+            budget = training.budget(opponent_exploration(ctx.agents[population].algorithm, ctx.env),
+                                     episode_steps=traits_of(ctx.env).episode_steps)
             for level, key in enumerate(actives[population]):
                 sizes = [len(state.policies[population_of[a]])
                          + len([t for t in actives[population_of[a]][:level] if t in state.learners]) for a in agents]
@@ -552,6 +573,9 @@ class PSRO(IterativeScenario):
             for key, learned in result.learner_metrics.items():
                 name = self._metrics_name(state, key)
                 metrics.update({f"train/{name}/{k}": v for k, v in {**result.metrics, **learned}.items()})
+                if result.stop_reason:  # trained (not answered exactly): its budget's outcome
+                    metrics.update({f"train/{name}/env_steps": result.env_steps,
+                                    f"train/{name}/stop_reason": result.stop_reason})
         return metrics
 
     def _metrics_name(self, state: PSROState, key: str) -> str:

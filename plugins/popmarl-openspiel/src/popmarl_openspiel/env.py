@@ -74,6 +74,7 @@ class OpenSpielEnv(ExactEnv):
         self._agents = tuple(self.spiel.agent(p) for p in range(self.spiel.num_players))
         self.zero_sum = self.spiel.zero_sum
         self.has_chance = self.spiel.has_chance
+        self.simultaneous = self.spiel.simultaneous
         self.state_space = Box(shape=(self.spiel.state_size,))  # type: ignore[arg-type]  # attrs converter
         self._exact: ExactGame | None = None
         self._exact_problem: str | None = None
