@@ -28,7 +28,12 @@ class A2CConfig:
     minibatches of ``batch_size`` transitions (``None``: one step on the whole batch).
     ``log_std_init`` and ``deterministic_eval`` apply to Box actions only. ``device`` is
     where the updates run (``auto``, ``cpu``, ``cuda``, ``cuda:N``), ``acting_device``
-    where the policies act (``cpu`` unless configured; see :mod:`popmarl_tianshou.device`)."""
+    where the policies act (``cpu`` unless configured). ``auto`` is the CPU where torch
+    sees no GPU; where it sees one, the faster of the CPU and the GPU for this learner's
+    actor and critic, timed once by its trainer on a few gradient steps at its batch
+    (``batch_size``, or the first round's transitions; for ``acting_device``: forward
+    passes at the rollout's batch size), then logged, reported in the metrics and kept
+    in the trainer's state (see :mod:`popmarl_tianshou.device`)."""
 
     lr: float = attrs.field(default=1e-3, validator=positive)
     hidden: list[int] = attrs.field(factory=lambda: [128, 128], validator=layer_widths)
@@ -49,6 +54,7 @@ class A2CConfig:
 class A2C(ActorCriticAlgorithm):
     """A2C oracle: masked categorical or Gaussian actor, value critic."""
 
+    trainer_kind = "a2c"
     Config = A2CConfig
     config: A2CConfig
 

@@ -10,7 +10,8 @@ newest weights collected, as Tianshou's ``update(buffer, batch_size, repeat)`` w
 from __future__ import annotations
 
 from abc import abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import ClassVar
 
 import numpy as np
 import torch
@@ -29,7 +30,8 @@ from popmarl.spaces import Discrete
 from popmarl.trainer import Trainer, TrainerState
 
 from popmarl_tianshou.batching import gym_space, numpy_random, numpy_random_state, to_buffer, transitions
-from popmarl_tianshou.device import DeviceCopies, OnDevice
+from popmarl_tianshou.device import (ACTING_ROWS, DeviceCopies, OnDevice, Placement, TrainerDevices, acting_workload,
+                                     move_policy, shapes, update_workload)
 from popmarl_tianshou.nets import CategoricalActor, GaussianActor, ValueCritic, action_dim, feature_dim, seeded
 from popmarl_tianshou.optim import FusedAdamFactory
 from popmarl_tianshou.policy import CategoricalPolicy, GaussianPolicy, set_torch_threads, uniform_initial
@@ -90,40 +92,74 @@ def on_policy_update(algorithm: TianshouA2C, batch: Batch, *, batch_size: int | 
 CRITIC, OPTIM = "critic.pt", "optim.pt"
 
 
-class OnPolicyTrainer(Trainer):
-    """Trains an actor (and its own critic) on each batch of fresh episodes; ``copies``
-    says whether ``algorithm`` trains the policy's actor itself or its device copy."""
+#: Rows an on-policy update is timed on where its batch is not known yet (``batch_size``
+#: None, before the first update).
+DEFAULT_ROWS = 256
 
-    def __init__(self, *, policy: ActorPolicy, algorithm: TianshouA2C, batch_size: int | None, epochs: int,
-                 seed: int, copies: DeviceCopies) -> None:
+
+class OnPolicyTrainer(Trainer):
+    """Trains an actor (and its own critic) on each batch of fresh episodes.
+
+    ``build`` makes, for a placement, the Tianshou algorithm and the
+    :class:`DeviceCopies` that say whether it trains the policy's actor itself or its
+    device copy; it is called when ``devices`` are decided, on the trainer's first need
+    (its first update, ``state()`` or ``algorithm``), or by a loaded state's record.
+    ``kind`` tags the state (``ppo``, ``a2c``)."""
+
+    def __init__(self, *, policy: ActorPolicy, build: Callable[[Placement], tuple[TianshouA2C, DeviceCopies]],
+                 devices: TrainerDevices, kind: str, batch_size: int | None, epochs: int, seed: int) -> None:
         self.policy = policy
-        self.algorithm = algorithm
-        self.copies = copies
+        self._build = build
+        self.devices = devices
+        self.kind = kind
         self.batch_size = batch_size
         self.epochs = epochs
         self._rng = numpy_random_state(seed)
         self.gradient_steps = 0
+        self._built: tuple[TianshouA2C, DeviceCopies] | None = None
+        self._placement: Placement | None = None
+
+    def _placed(self) -> tuple[TianshouA2C, DeviceCopies]:
+        placement = self.devices.placement()
+        if self._built is None or placement != self._placement:
+            self._built = self._build(placement)
+            self._placement = placement
+        return self._built
+
+    @property
+    def algorithm(self) -> TianshouA2C:
+        """The Tianshou algorithm, built where the devices are (deciding them if not yet)."""
+        return self._placed()[0]
+
+    @property
+    def copies(self) -> DeviceCopies:
+        return self._placed()[1]
 
     def update(self, episodes: Sequence[Episode]) -> Mapping[str, float]:
         batch = transitions(episodes, self.policy.space)
         if not len(batch):
             return {}
-        with self.copies.training(), policy_within_training_step(self.algorithm.policy), numpy_random(self._rng):
-            stats = on_policy_update(self.algorithm, batch, batch_size=self.batch_size, repeat=self.epochs)
+        self.devices.decide(rows=min(self.batch_size or len(batch), len(batch)), acting_rows=len(episodes))
+        algorithm, copies = self._placed()
+        with copies.training(), policy_within_training_step(algorithm.policy), numpy_random(self._rng):
+            stats = on_policy_update(algorithm, batch, batch_size=self.batch_size, repeat=self.epochs)
         self.gradient_steps += stats.gradient_steps
         return {"loss": stats.loss.mean, "actor_loss": stats.actor_loss.mean, "vf_loss": stats.vf_loss.mean,
-                "entropy": stats.ent_loss.mean, "gradient_steps": float(self.gradient_steps)}
+                "entropy": stats.ent_loss.mean, "gradient_steps": float(self.gradient_steps),
+                **self.devices.metrics()}
 
     def state(self) -> TrainerState:
         """``trainer.json`` (the step counter, the numpy generator that shuffles
-        minibatches, Tianshou's running return statistics), ``critic.pt`` (the value
-        critic) and ``optim.pt`` (Adam over actor and critic)."""
-        rms = self.algorithm.ret_rms
+        minibatches, Tianshou's running return statistics, the device choices),
+        ``critic.pt`` (the value critic) and ``optim.pt`` (Adam over actor and critic)."""
+        algorithm = self.algorithm
+        rms = algorithm.ret_rms
         return {
             TRAINER: trainer_json(self.kind, gradient_steps=self.gradient_steps, random=random_state_json(self._rng["np"]),
-                                  ret_rms={"mean": float(rms.mean), "var": float(rms.var), "count": int(rms.count)}),
-            CRITIC: module_bytes(self.algorithm.critic),
-            OPTIM: optimizer_bytes(self.algorithm),
+                                  ret_rms={"mean": float(rms.mean), "var": float(rms.var), "count": int(rms.count)},
+                                  devices=self.devices.record()),
+            CRITIC: module_bytes(algorithm.critic),
+            OPTIM: optimizer_bytes(algorithm),
         }
 
     def load_state(self, state: TrainerState) -> None:
@@ -133,17 +169,14 @@ class OnPolicyTrainer(Trainer):
             rms = {key: float(data["ret_rms"][key]) for key in ("mean", "var", "count")}
         except (KeyError, TypeError, ValueError):
             raise CheckpointError(f"trainer state {TRAINER}: ret_rms needs numbers mean, var, count") from None
-        load_module(state, CRITIC, self.algorithm.critic)
-        load_optimizer(state, OPTIM, self.algorithm)
+        self.devices.load(data.get("devices"))  # before the algorithm is built: no timing where recorded
+        algorithm = self.algorithm
+        load_module(state, CRITIC, algorithm.critic)
+        load_optimizer(state, OPTIM, algorithm)
         self.gradient_steps = int(data["gradient_steps"])
         self._rng["np"] = random
-        ret_rms = self.algorithm.ret_rms
+        ret_rms = algorithm.ret_rms
         ret_rms.mean, ret_rms.var, ret_rms.count = rms["mean"], rms["var"], int(rms["count"])
-
-    @property
-    def kind(self) -> str:
-        """The Tianshou algorithm's name, tagging the state (a PPO state is no A2C state)."""
-        return type(self.algorithm).__name__.lower()
 
 
 class ActorCriticAlgorithm(OnDevice, Algorithm):
@@ -161,6 +194,8 @@ class ActorCriticAlgorithm(OnDevice, Algorithm):
     """
 
     on_policy = True
+    #: The Tianshou algorithm's name, tagging the trainer state (a PPO state is no A2C state).
+    trainer_kind: ClassVar[str]
 
     def make_policy(self, *, space: PolicySpace, seed: int) -> ActorPolicy:
         c = self.config
@@ -193,22 +228,39 @@ class ActorCriticAlgorithm(OnDevice, Algorithm):
         if not isinstance(policy, CategoricalPolicy | GaussianPolicy):
             raise TypeError(f"{type(self).__name__} trains an actor policy, got {type(policy).__name__}")
         c = self.config
-        copies = DeviceCopies(self.placement())
-        actor = copies.of(policy.actor)
-        learner: ProbabilisticActorPolicy
-        # Our actors are plain modules with Tianshou's actor call signature (duck-typed).
-        if isinstance(policy, CategoricalPolicy):
-            learner = DiscreteActorPolicy(actor=actor,  # type: ignore[arg-type]
-                                          dist_fn=categorical, action_space=gym_space(space.action_space))
-        else:
-            learner = ProbabilisticActorPolicy(actor=actor, dist_fn=gaussian,  # type: ignore[arg-type]
-                                               action_space=gym_space(space.action_space),
-                                               action_scaling=False, action_bound_method=None)
+        actor_policy = policy
+
+        def build(placement: Placement) -> tuple[TianshouA2C, DeviceCopies]:
+            move_policy([actor_policy.actor], placement)
+            copies = DeviceCopies(placement)
+            actor = copies.of(actor_policy.actor)
+            learner: ProbabilisticActorPolicy
+            # Our actors are plain modules with Tianshou's actor call signature (duck-typed).
+            if isinstance(actor_policy, CategoricalPolicy):
+                learner = DiscreteActorPolicy(actor=actor,  # type: ignore[arg-type]
+                                              dist_fn=categorical, action_space=gym_space(space.action_space))
+            else:
+                learner = ProbabilisticActorPolicy(actor=actor, dist_fn=gaussian,  # type: ignore[arg-type]
+                                                   action_space=gym_space(space.action_space),
+                                                   action_scaling=False, action_bound_method=None)
+            with seeded(seed + 1):
+                critic = ValueCritic(feature_dim(space.observation_space), c.hidden).to(copies.device)
+            return self.tianshou_algorithm(policy=learner, critic=critic, optim=FusedAdamFactory(lr=c.lr)), copies
+
+        # The timed stand-in trains the actor and a critic of the same shape (the critic
+        # lives in the trainer, built on its device later: only the shapes and the work
+        # matter here). Its own seeded
+        # generator: no random state of the run moves.
         with seeded(seed + 1):
-            critic = ValueCritic(feature_dim(space.observation_space), c.hidden).to(copies.device)
-        algorithm = self.tianshou_algorithm(policy=learner, critic=critic, optim=FusedAdamFactory(lr=c.lr))
-        return OnPolicyTrainer(policy=policy, algorithm=algorithm, batch_size=c.batch_size, epochs=c.epochs,
-                               seed=seed, copies=copies)
+            critic_like = ValueCritic(feature_dim(space.observation_space), c.hidden)
+        devices = TrainerDevices(
+            config=c, name=f"{self.trainer_kind} learner of population {space.population} (seed {seed})",
+            signature=(self.trainer_kind, shapes(actor_policy.actor, critic_like)), forced=self.placement(),
+            rows=c.batch_size or DEFAULT_ROWS, acting_rows=ACTING_ROWS,
+            update=lambda rows: update_workload([actor_policy.actor, critic_like], rows, lr=c.lr),
+            acting=lambda rows: acting_workload(actor_policy.actor, rows))
+        return OnPolicyTrainer(policy=policy, build=build, devices=devices, kind=self.trainer_kind,
+                               batch_size=c.batch_size, epochs=c.epochs, seed=seed)
 
     @abstractmethod
     def tianshou_algorithm(self, *, policy: ProbabilisticActorPolicy, critic: ValueCritic,

@@ -11,7 +11,7 @@ NashConv, tabular export work).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import cast
+from typing import Any, cast
 
 import attrs
 import numpy as np
@@ -22,6 +22,7 @@ from tianshou.data import Batch, ReplayBuffer
 from tianshou.utils.torch_utils import policy_within_training_step, torch_train_mode
 
 from popmarl.algorithm import Algorithm, PolicySpace
+from popmarl.env_traits import EnvTraits
 from popmarl.errors import ConfigError
 from popmarl.policy import Policy
 from popmarl.records import Episode
@@ -30,7 +31,8 @@ from popmarl.trainer import Trainer, TrainerState
 from popmarl.validators import at_least_one, layer_widths, non_negative, optional, positive, unit_interval
 
 from popmarl_tianshou.batching import append, gym_space, numpy_random, numpy_random_state, transitions
-from popmarl_tianshou.device import DeviceCopies, OnDevice, Placement, device_validator
+from popmarl_tianshou.device import (ACTING_ROWS, DeviceCopies, OnDevice, Placement, TrainerDevices, acting_workload,
+                                     device_validator, move_policy, shapes, update_workload)
 from popmarl_tianshou.nets import QNet, feature_dim, inference, seeded
 from popmarl_tianshou.optim import FusedAdamFactory
 from popmarl_tianshou.policy import QPolicy, set_torch_threads, uniform_initial
@@ -52,15 +54,21 @@ class DQNConfig:
     linearly from ``eps_start`` to ``eps_end`` over ``eps_decay_steps``. ``huber_delta``
     switches the TD loss from squared error to Huber. ``device`` is where the gradient
     steps run (``auto``, ``cpu``, ``cuda``, ``cuda:N``), ``acting_device`` where the
-    policies act (``cpu`` unless configured; see :mod:`popmarl_tianshou.device`).
+    policies act (``cpu`` unless configured). ``auto`` is the CPU where torch sees no
+    GPU; where it sees one, the faster of the CPU and the GPU for this learner's
+    Q-network, timed once by its trainer on a few gradient steps at ``batch_size`` (for
+    ``acting_device``: forward passes at the rollout's batch size), then logged, reported
+    in the metrics and kept in the trainer's state (see :mod:`popmarl_tianshou.device`).
     The defaults are tuned as PSRO oracles for Kuhn and Leduc poker (returns of a few
-    chips, episodes of a few steps).
+    chips, episodes of a few steps). ``gamma`` and ``n_step`` follow the env when left
+    null (:meth:`DQN.env_defaults`): 0.95 and 3 in a long turn-based game without chance
+    (connect four), else 1.0 and 1.
     """
 
     lr: float = attrs.field(default=1e-3, validator=positive)
     hidden: list[int] = attrs.field(factory=lambda: [128, 128], validator=layer_widths)
-    gamma: float = attrs.field(default=1.0, validator=unit_interval)
-    n_step: int = attrs.field(default=1, validator=at_least_one)
+    gamma: float | None = attrs.field(default=None, validator=optional(unit_interval))
+    n_step: int | None = attrs.field(default=None, validator=optional(at_least_one))
     batch_size: int = attrs.field(default=256, validator=at_least_one)
     buffer_size: int = attrs.field(default=50_000, validator=at_least_one)
     learning_starts: int = attrs.field(default=1_000, validator=non_negative)
@@ -107,26 +115,63 @@ OPTIM, TARGET, BUFFER = "optim.pt", "target.pt", "buffer.npz"
 
 class DQNTrainer(Trainer):
     """Feeds episodes into a replay buffer and takes gradient steps on the learner's
-    Q-network (or its copy on ``placement``'s device, see :class:`DeviceCopies`);
-    publishes the current ε through the policy's weights."""
+    Q-network (or its copy on the update device, see :class:`DeviceCopies`);
+    publishes the current ε through the policy's weights.
+
+    Its devices (``devices``: ``placement`` if given, else the config's, ``auto`` timed)
+    are decided on its first need: its first update, ``state()`` or ``algorithm``; a
+    loaded state's record decides them instead. Tianshou's algorithm is built then, its
+    target network the Q-network as it was when this trainer was made."""
 
     def __init__(self, *, policy: QPolicy, config: DQNConfig, seed: int, placement: Placement | None = None) -> None:
         self.policy = policy
         self.config = config
-        self.copies = DeviceCopies(placement or Placement.of(config.device))
-        learner = DiscreteQLearningPolicy(model=self.copies.of(policy.qnet),
-                                          action_space=gym_space(policy.space.action_space))
-        self.algorithm = MaskedDQN(
-            policy=learner, optim=FusedAdamFactory(lr=config.lr), gamma=config.gamma,
-            n_step_return_horizon=config.n_step, target_update_freq=config.target_update_freq,
-            is_double=config.double, huber_loss_delta=config.huber_delta,
-        )
+        fallback = DQN.env_defaults(None)  # a config no DQN filled (see Algorithm.env_params)
+        self.gamma: float = fallback["gamma"] if config.gamma is None else config.gamma
+        self.n_step: int = fallback["n_step"] if config.n_step is None else config.n_step
+        qnet = policy.qnet
+        passes = 2 if config.double and config.target_update_freq else 1  # target and online next-state Q
+        self.devices = TrainerDevices(
+            config=config, name=f"dqn learner of population {policy.space.population} (seed {seed})",
+            signature=("dqn", shapes(qnet), passes), forced=placement, rows=config.batch_size,
+            acting_rows=ACTING_ROWS,
+            update=lambda rows: update_workload([qnet], rows, lr=config.lr, no_grad_passes=passes),
+            acting=lambda rows: acting_workload(qnet, rows))
+        self._target = ({key: value.detach().clone() for key, value in qnet.state_dict().items()}
+                        if config.target_update_freq else None)
+        self._algorithm: MaskedDQN | None = None
+        self._placement: Placement | None = None
+        self.copies: DeviceCopies | None = None
         self.buffer = ReplayBuffer(config.buffer_size, random_seed=seed)
         self._rng = numpy_random_state(seed)
         self.decisions = 0
         self.gradient_steps = 0
         self._owed = 0.0
         policy.eps = self.epsilon()
+
+    @property
+    def algorithm(self) -> MaskedDQN:
+        """Tianshou's DQN, built where the devices are (deciding them if not yet)."""
+        placement = self.devices.placement()
+        if self._algorithm is None or placement != self._placement:
+            self._algorithm = self._build(placement)
+            self._placement = placement
+        return self._algorithm
+
+    def _build(self, placement: Placement) -> MaskedDQN:
+        c = self.config
+        move_policy([self.policy.qnet], placement)
+        self.copies = DeviceCopies(placement)
+        learner = DiscreteQLearningPolicy(model=self.copies.of(self.policy.qnet),
+                                          action_space=gym_space(self.policy.space.action_space))
+        algorithm = MaskedDQN(
+            policy=learner, optim=FusedAdamFactory(lr=c.lr), gamma=self.gamma,
+            n_step_return_horizon=self.n_step, target_update_freq=c.target_update_freq,
+            is_double=c.double, huber_loss_delta=c.huber_delta,
+        )
+        if algorithm.model_old is not None and self._target is not None:
+            algorithm.model_old.module.load_state_dict(self._target)
+        return algorithm
 
     def epsilon(self) -> float:
         """ε after ``decisions`` learner transitions (linear decay, then constant)."""
@@ -136,6 +181,9 @@ class DQNTrainer(Trainer):
 
     def update(self, episodes: Sequence[Episode]) -> Mapping[str, float]:
         c = self.config
+        self.devices.decide(rows=c.batch_size, acting_rows=len(episodes))
+        algorithm = self.algorithm
+        assert self.copies is not None
         batch = transitions(episodes, self.policy.space)
         append(self.buffer, batch)
         self.decisions += len(batch)
@@ -144,38 +192,39 @@ class DQNTrainer(Trainer):
         if len(self.buffer) >= max(c.learning_starts, c.batch_size):
             self._owed += len(batch) * c.updates_per_step
             steps, self._owed = int(self._owed), self._owed - int(self._owed)
-            algorithm = self.algorithm
             # Tianshou's update(buffer, sample_size) per step, with the train-mode and
             # training-step switches set once for all steps (they walk every module), and
             # the samples drawn and preprocessed once for the round (see ReplayRound).
             with self.copies.training(), policy_within_training_step(algorithm.policy), \
                     torch_train_mode(algorithm), numpy_random(self._rng):
-                replay = ReplayRound(self.buffer, steps=steps, batch_size=c.batch_size, gamma=c.gamma,
-                                     n_step=c.n_step)
+                replay = ReplayRound(self.buffer, steps=steps, batch_size=c.batch_size, gamma=self.gamma,
+                                     n_step=self.n_step)
                 for step in range(steps):
                     losses.append(algorithm._update_with_batch(replay.batch(step, algorithm.target_values)).loss)
             self.gradient_steps += steps
         metrics = {"epsilon": self.policy.eps, "buffer_size": float(len(self.buffer)),
-                   "gradient_steps": float(self.gradient_steps)}
+                   "gradient_steps": float(self.gradient_steps), **self.devices.metrics()}
         if losses:
             metrics["loss"] = float(np.mean(losses))
         return metrics
 
     def state(self) -> TrainerState:
         """``trainer.json`` (counters, ε schedule position, Tianshou's target-sync counter,
-        the numpy generators, the buffer's fill and insertion point), ``optim.pt`` (Adam),
+        the numpy generators, the buffer's fill and insertion point, the device choices),
+        ``optim.pt`` (Adam),
         ``target.pt`` (the target network, when there is one) and ``buffer.npz`` (the
         replay buffer's filled rows, when it has any)."""
+        algorithm = self.algorithm
         files = {
             TRAINER: trainer_json(
                 "dqn", decisions=self.decisions, gradient_steps=self.gradient_steps, owed=self._owed,
                 # Tianshou counts gradient steps itself to time the target sync.
-                target_iter=int(self.algorithm._iter), random=random_state_json(self._rng["np"]),
-                buffer=buffer_json(self.buffer)),
-            OPTIM: optimizer_bytes(self.algorithm),
+                target_iter=int(algorithm._iter), random=random_state_json(self._rng["np"]),
+                buffer=buffer_json(self.buffer), devices=self.devices.record()),
+            OPTIM: optimizer_bytes(algorithm),
         }
-        if self.algorithm.model_old is not None:
-            files[TARGET] = module_bytes(self.algorithm.model_old)
+        if algorithm.model_old is not None:
+            files[TARGET] = module_bytes(algorithm.model_old)
         if len(self.buffer):
             files[BUFFER] = npz_bytes(buffer_arrays(self.buffer))
         return files
@@ -184,16 +233,18 @@ class DQNTrainer(Trainer):
         data = read_trainer_json(state, "dqn", ("decisions", "gradient_steps", "owed", "target_iter", "random",
                                                 "buffer"))
         random = random_state_from_json(data["random"], "random")
+        self.devices.load(data.get("devices"))  # before the algorithm is built: no timing where recorded
+        algorithm = self.algorithm
         buffer = data["buffer"] if isinstance(data["buffer"], dict) else {}
         size = buffer.get("size")
         arrays = read_npz(state, BUFFER) if size else {}
         load_buffer(self.buffer, buffer, arrays, BUFFER, self._buffer_widths())
-        if self.algorithm.model_old is not None:
-            load_module(state, TARGET, self.algorithm.model_old)
-        load_optimizer(state, OPTIM, self.algorithm)
+        if algorithm.model_old is not None:
+            load_module(state, TARGET, algorithm.model_old)
+        load_optimizer(state, OPTIM, algorithm)
         self.decisions, self.gradient_steps = int(data["decisions"]), int(data["gradient_steps"])
         self._owed = float(data["owed"])
-        self.algorithm._iter = int(data["target_iter"])
+        algorithm._iter = int(data["target_iter"])
         self._rng["np"] = random
         self.policy.eps = self.epsilon()
 
@@ -227,6 +278,19 @@ class DQN(OnDevice, Algorithm):
     opponent_epsilon = 0.3
     Config = DQNConfig
     config: DQNConfig
+    env_params = ("gamma", "n_step")
+
+    @classmethod
+    def env_defaults(cls, traits: EnvTraits | None) -> dict[str, Any]:
+        """``gamma`` 0.95 and ``n_step`` 3 in a long turn-based game without chance
+        (:attr:`~popmarl.env_traits.EnvTraits.long_deterministic`): its reward comes only
+        after many moves, and PSRO on connect four with these (the recipe of
+        ``examples/psro_connect_four_dqn.yaml``) lost 0.2-0.5% / 2.7-2.9% of its games
+        against random against 16.8% / 26.5% with 1.0 and 1; else 1.0 and 1, what
+        measured best on poker, tic-tac-toe and Nim."""
+        if traits is not None and traits.long_deterministic:
+            return {"gamma": 0.95, "n_step": 3}
+        return {"gamma": 1.0, "n_step": 1}
 
     def make_policy(self, *, space: PolicySpace, seed: int) -> QPolicy:
         n_actions = discrete_actions(space, "dqn")

@@ -32,7 +32,11 @@ class PPOConfig:
     ``log_std_init`` and ``deterministic_eval`` (play the mean when not exploring)
     apply to Box actions only. ``device`` is where the updates run (``auto``, ``cpu``,
     ``cuda``, ``cuda:N``), ``acting_device`` where the policies act (``cpu`` unless
-    configured; see :mod:`popmarl_tianshou.device`). ``lr`` 3e-3: as a
+    configured). ``auto`` is the CPU where torch sees no GPU; where it sees one, the
+    faster of the CPU and the GPU for this learner's actor and critic, timed once by its
+    trainer on a few gradient steps at ``batch_size`` (for ``acting_device``: forward
+    passes at the rollout's batch size), then logged, reported in the metrics and kept
+    in the trainer's state (see :mod:`popmarl_tianshou.device`). ``lr`` 3e-3: as a
     best response (Leduc against a uniform opponent, Nim as the second player) 1e-3
     learned too slowly within a PSRO budget. ``epochs`` 10 (Stable-Baselines3's default
     too): a best response's default budget, 20,000 env steps, is only ~20 updates of 128
@@ -72,6 +76,7 @@ class PPO(ActorCriticAlgorithm):
     #: (popmarl.algorithm.opponent_exploration): with it, PSRO on Leduc took 372 s to
     #: NashConv 1.0 instead of 117 s, and Kuhn ended at 0.08 instead of 0.0004.
     opponent_epsilon = 0.3
+    trainer_kind = "ppo"
     Config = PPOConfig
     config: PPOConfig
 
