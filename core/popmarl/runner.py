@@ -95,13 +95,14 @@ def with_env_defaults(specs: Mapping[str, ComponentConfig], env: Env,
 def describe_env_defaults(before: Mapping[str, ComponentConfig], after: Mapping[str, ComponentConfig],
                           env: Env) -> list[str]:
     """Lines for the run's log: which params :func:`with_env_defaults` filled, and why."""
-    lines = []
+    populations: dict[tuple[str, str], list[str]] = {}  # one line per algorithm and values
     for population, spec in after.items():
         filled = {k: v for k, v in spec.params.items() if before[population].params.get(k) is None and v is not None}
         if filled:
             values = ", ".join(f"{k} {v}" for k, v in filled.items())
-            lines.append(f"popmarl: {spec.name} ({population}): {values}, from the env ({traits_of(env).describe()})")
-    return lines
+            populations.setdefault((spec.name, values), []).append(population)
+    return [f"popmarl: {name} ({', '.join(names)}): {values}, from the env ({traits_of(env).describe()})"
+            for (name, values), names in populations.items()]
 
 
 def run_setup(config: RunConfig, *, mapping: AgentMapping, spaces: Mapping[str, PolicySpace],

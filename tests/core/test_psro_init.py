@@ -57,7 +57,7 @@ class RandomOpponents(ScheduleAlgorithm):
     opponent_epsilon = 1.0
 
 
-def test_opponent_exploration_defaults_to_the_algorithms_unless_chance_plays_and_the_config_overrides_it(
+def test_opponent_exploration_is_off_by_default_in_simultaneous_and_chance_games_and_the_config_overrides_it(
         tmp_path: Path, runner_in: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(popmarl, "algorithms", popmarl.algorithms.with_component("schedule", RandomOpponents))
     runs = iter(range(100))
@@ -71,10 +71,12 @@ def test_opponent_exploration_defaults_to_the_algorithms_unless_chance_plays_and
         return float(read_metrics(tmp_path / name)[0]["train/player_0/window_return"])
 
     # Rock against the initial policy's rock: all draws, unless the opponent's moves are random.
+    # A matrix game is simultaneous: the algorithm's own exploration is not applied; the config's is.
     assert first_return(opponent_epsilon=0.0) == 0.0
-    assert first_return() != 0.0
-
-    # In a game with chance the algorithm's own exploration is not applied; the config's is.
+    assert first_return() == 0.0
+    assert first_return(opponent_epsilon=1.0) != 0.0
+    # Nor where chance takes part (the algorithm's own applies in a turn-based game without
+    # chance: tests/plugins/pettingzoo/test_runs.py).
     monkeypatch.setattr(MatrixEnv, "has_chance", True)
     assert first_return() == 0.0
     assert first_return(opponent_epsilon=1.0) != 0.0

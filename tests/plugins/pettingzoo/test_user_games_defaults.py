@@ -1,0 +1,45 @@
+"""Defaults on games of a user's own making (issue 35): PSRO with ``dqn``'s and ``ppo``'s
+defaults (no ``training`` block, no algorithm params, ``solver: nash``) on a one-shot
+simultaneous game written against PettingZoo's Parallel API (``user_allocation``:
+Colonel Blotto, 5 soldiers on 3 fields) and on a hidden-information dice game written
+against its AEC API with chance (``user_dice``: dice poker, 4 faces); the final
+meta-strategy's exact NashConv must be at most 20% of uniform random play's. Stopping
+as ``benchmarks/defaults.py``'s ``allocation`` and ``dice`` checks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import popmarl
+import pytest
+import yaml
+
+import user_allocation
+import user_dice
+
+pytestmark = pytest.mark.slow
+
+GAMES: dict[str, tuple[dict[str, Any], Any]] = {
+    "allocation": ({"name": "pettingzoo", "params": {"module": "user_allocation:Allocation",
+                                                     "kwargs": {"soldiers": 5, "fields": 3}}}, user_allocation),
+    "dice": ({"name": "pettingzoo", "params": {"module": "user_dice:Dice", "kwargs": {"faces": 4},
+                                               "has_chance": True}}, user_dice),
+}
+STOPPING = {"max_iterations": 10}
+TARGET = 0.2  # of uniform play's NashConv
+
+
+# 30-80 s each measured on 2 shared cores
+@pytest.mark.parametrize("algorithm", ["dqn", "ppo"])
+@pytest.mark.parametrize("game", list(GAMES))
+def test_defaults_reach_a_fifth_of_uniform_plays_nash_conv(tmp_path: Path, game: str, algorithm: str) -> None:
+    env, module = GAMES[game]
+    config = tmp_path / "defaults.yaml"
+    config.write_text(yaml.safe_dump({
+        "scenario": "psro", "seed": 0, "env": env, "algorithm": {"name": algorithm}, "solver": {"name": "nash"},
+        "stopping": STOPPING, "trackers": ["jsonl"]}))
+    summary = popmarl.run(popmarl.load_config(config), out=str(tmp_path / "run"))
+    assert summary["status"] == "completed"
+    nash_conv, uniform = module.run_nash_conv(tmp_path / "run"), module.uniform_nash_conv()
+    assert nash_conv <= TARGET * uniform, (game, algorithm, nash_conv, uniform, nash_conv / uniform)
