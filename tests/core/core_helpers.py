@@ -6,6 +6,7 @@ import hashlib
 import itertools
 import json
 import os
+import random
 import signal
 import subprocess
 import time
@@ -117,6 +118,15 @@ def kill_during(proc: subprocess.Popen[str], metrics: Path, lines: int, sleep_s:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.communicate(timeout=60)
     assert proc.returncode == -signal.SIGKILL
+
+
+def kill_at_random(proc: subprocess.Popen[str], run: Path, reference: Path, rng: random.Random, *,
+                   iterations: int, spare: int = 3) -> None:
+    """Kill the run ``proc`` (writing ``run``) with SIGKILL at a moment drawn from ``rng``:
+    after one of its first ``iterations - spare`` metrics lines, then up to 0.3 s or one
+    iteration of ``reference`` (the same run, uninterrupted, of ``iterations``) more."""
+    iteration_s = float(read_summary(reference)["wall_time_s"]) / iterations
+    kill_during(proc, run / "metrics.jsonl", rng.randint(1, iterations - spare), rng.uniform(0, min(0.3, iteration_s)))
 
 
 def assert_same_run(run: Path, reference: Path, context: str) -> None:

@@ -29,7 +29,7 @@ from popmarl.records import Observations
 pytest.importorskip("popmarl_tianshou")
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "core"))
 from core_helpers import (  # noqa: E402
-    assert_same_run, kill_during, read_metrics, read_npz, read_summary, tree_digest)
+    assert_same_run, kill_at_random, read_metrics, read_npz, tree_digest)
 
 PPO = {"name": "ppo", "params": {"hidden": [16], "batch_size": 64, "epochs": 2}}
 #: The source run's mixture over player_1's three policies (edited in: psro's uniform
@@ -203,9 +203,7 @@ def test_killed_and_resumed_without_the_source_equals_an_uninterrupted_run(tmp_p
 
     rng = random.Random(KILL_SEED)
     run = tmp_path / "killed"
-    iteration_s = float(read_summary(reference)["wall_time_s"]) / ITERATIONS
-    kill_during(popen_cli("run", config, "--out", run), run / "metrics.jsonl", rng.randint(1, ITERATIONS - 3),
-                rng.uniform(0, min(0.3, iteration_s)))
+    kill_at_random(popen_cli("run", config, "--out", run), run, reference, rng, iterations=ITERATIONS)
     context = f"POPMARL_TEST_KILL_SEED={KILL_SEED}"
     assert len(read_metrics(run)) < ITERATIONS, context
 

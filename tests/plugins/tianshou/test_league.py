@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "core"))
-from core_helpers import assert_same_run, kill_during, read_metrics, read_npz, read_summary  # noqa: E402
+from core_helpers import assert_same_run, kill_at_random, read_metrics, read_npz, read_summary  # noqa: E402
 
 SMALL_DQN = {"name": "dqn", "params": {"hidden": [32], "learning_starts": 64, "batch_size": 32,
                                        "eps_decay_steps": 1_000, "target_update_freq": 20}}
@@ -154,9 +154,7 @@ def test_a_league_killed_and_resumed_equals_an_uninterrupted_one(write_config, r
     reference = tmp_path / "straight"
     rng = random.Random(SEED)
     run = tmp_path / "killed"
-    round_s = float(read_summary(reference)["wall_time_s"]) / ROUNDS
-    proc = popen_cli("run", config, "--out", run)
-    kill_during(proc, run / "metrics.jsonl", rng.randint(1, ROUNDS - 3), rng.uniform(0, min(0.3, round_s)))
+    kill_at_random(popen_cli("run", config, "--out", run), run, reference, rng, iterations=ROUNDS)
     context = f"POPMARL_TEST_KILL_SEED={SEED}"
     assert len(read_metrics(run)) < ROUNDS, context
     resumed = run_cli("run", "--resume", run, timeout=600)

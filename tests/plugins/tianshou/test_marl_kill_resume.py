@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "core"))
-from core_helpers import assert_same_run, kill_during, read_metrics, read_npz, read_summary  # noqa: E402
+from core_helpers import assert_same_run, kill_at_random, read_metrics, read_npz  # noqa: E402
 
 ITERATIONS = 10
 SEED = int(os.environ.get("POPMARL_TEST_KILL_SEED", random.SystemRandom().randrange(1 << 30)))
@@ -54,9 +54,7 @@ def test_marl_killed_and_resumed_equals_an_uninterrupted_run(algorithm, tmp_path
     run = tmp_path / "killed"
     # A random point within the next iteration (as long as one took the uninterrupted run):
     # a longer wait could let a fast run finish before the kill.
-    iteration_s = float(read_summary(reference)["wall_time_s"]) / ITERATIONS
-    proc = popen_cli("run", config, "--out", run)
-    kill_during(proc, run / "metrics.jsonl", rng.randint(1, ITERATIONS - 3), rng.uniform(0, min(0.3, iteration_s)))
+    kill_at_random(popen_cli("run", config, "--out", run), run, reference, rng, iterations=ITERATIONS)
     context = f"{algorithm}, POPMARL_TEST_KILL_SEED={SEED}"
     assert len(read_metrics(run)) < ITERATIONS, context
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "core"))
-from core_helpers import assert_same_run, kill_during, read_metrics, read_summary, without_times  # noqa: E402
+from core_helpers import assert_same_run, kill_at_random, read_metrics, read_summary, without_times  # noqa: E402
 
 SMALL_DQN = {"name": "dqn", "params": {"hidden": [32], "learning_starts": 64, "batch_size": 32,
                                        "eps_decay_steps": 1_000, "target_update_freq": 20}}
@@ -86,10 +86,8 @@ def test_a_pipeline_killed_and_resumed_equals_an_uninterrupted_run(write_config,
     assert straight.returncode == 0, straight
     reference = tmp_path / "straight"
     rng = random.Random(SEED)
-    iteration_s = float(read_summary(reference)["wall_time_s"]) / ITERATIONS
     run = tmp_path / "killed"
-    kill_during(popen_cli("run", config, "--out", run), run / "metrics.jsonl", rng.randint(1, ITERATIONS - 3),
-                rng.uniform(0, min(0.3, iteration_s)))
+    kill_at_random(popen_cli("run", config, "--out", run), run, reference, rng, iterations=ITERATIONS)
     context = f"POPMARL_TEST_KILL_SEED={SEED}"
     assert len(read_metrics(run)) < ITERATIONS, context
     resumed = run_cli("run", "--resume", run, timeout=600)

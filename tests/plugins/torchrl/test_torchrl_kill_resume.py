@@ -18,7 +18,7 @@ import yaml
 from torchrl_helpers import SPEAKER_LISTENER, marl_config
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "core"))
-from core_helpers import assert_same_run, kill_during, read_metrics, read_npz, read_summary  # noqa: E402
+from core_helpers import assert_same_run, kill_at_random, read_metrics, read_npz  # noqa: E402
 
 ITERATIONS = 6
 SEED = int(os.environ.get("POPMARL_TEST_KILL_SEED", random.SystemRandom().randrange(1 << 30)))
@@ -40,9 +40,7 @@ def test_a_killed_and_resumed_team_equals_an_uninterrupted_run(algorithm: str, t
 
     rng = random.Random(f"{SEED}-{algorithm}")
     run = tmp_path / "killed"
-    iteration_s = float(read_summary(reference)["wall_time_s"]) / ITERATIONS
-    proc = popen_cli("run", config, "--out", run)
-    kill_during(proc, run / "metrics.jsonl", rng.randint(1, ITERATIONS - 2), rng.uniform(0, min(0.3, iteration_s)))
+    kill_at_random(popen_cli("run", config, "--out", run), run, reference, rng, iterations=ITERATIONS, spare=2)
     context = f"{algorithm}, POPMARL_TEST_KILL_SEED={SEED}"
     assert len(read_metrics(run)) < ITERATIONS, context
 
