@@ -31,7 +31,7 @@ with its target (issue 35's done-when):
 Wall and CPU time include training, evaluation and NashConv computations (CPU time: the
 run's own process). ``--set`` overrides apply to every run (a ``training.`` key adds a
 training block; a ``stopping.`` key to a check without a stopping block makes one of that
-key alone: add ``stopping.patience=3`` to keep the convergence rule). ``--jobs N`` runs N
+key alone: add ``stopping.patience=5`` to keep the convergence rule). ``--jobs N`` runs N
 cases at once, each in a process of its own (one torch thread each): a full round takes
 hours serially (the board games run up to 30 minutes each); on a machine with more
 cores than cases, ``--jobs`` as many as the cases.
@@ -79,7 +79,7 @@ def _poker(game: str) -> dict[str, Any]:
 
 #: The default stopping's conditions (:attr:`popmarl.builtin.psro.PSRO.default_stopping`),
 #: to which a check adds a condition that ends the same run sooner.
-DEFAULT_STOPPING = {"patience": 3, "max_wall_time_s": 1800}
+DEFAULT_STOPPING = {"patience": 5, "max_wall_time_s": 1800}
 CHECKS: dict[str, dict[str, Any]] = {
     "kuhn": {"env": _poker("kuhn_poker"),
              "stopping": {**DEFAULT_STOPPING, "max_iterations": 10}, "target": 0.1},

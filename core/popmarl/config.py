@@ -56,7 +56,7 @@ class StoppingConfig:
 
     A config that sets none of them gets its scenario's default
     (:attr:`popmarl.scenario.Scenario.default_stopping`: psro stops once converged, with
-    ``patience`` 3, or after 30 minutes; marl and the league after 10 iterations); one
+    ``patience`` 5, or after 30 minutes; marl and the league after 10 iterations); one
     that sets no cap (only a target or ``patience``) stops after 30 minutes at the latest."""
 
     max_iterations: int | None = attrs.field(default=None, validator=optional(non_negative))
@@ -114,11 +114,11 @@ class TrainingConfig:
     steps (at least 20,000 and 200,000: :data:`AUTO_MIN_GAMES` and the constants beside
     it), so that small games stop early and longer ones train longer; ``patience`` or
     ``min_env_steps`` alone keep that cap; any of ``max_env_steps``, ``max_episodes``,
-    ``max_wall_time_s`` is the budget as given. The
-    other defaults (``newest_weights``, ``opponent_epsilon`` from the algorithm: 0.3 for
-    dqn and ppo, 0 for a2c; 0 in games with chance) are what measured best across poker
-    and board games (``benchmarks/defaults.py``): a new best response keeps what the
-    population's newest policy learned, and in a game without chance its opponents
+    ``max_wall_time_s`` is the budget as given. The other defaults (``newest_weights``,
+    ``opponent_epsilon`` from the algorithm: 0.3 for dqn and ppo, 0 for a2c; 0 in games
+    with chance or simultaneous moves) are what measured best across poker and board
+    games (``benchmarks/defaults.py``): a new best response keeps what the population's
+    newest policy learned, and in a turn-based game without chance its opponents
     sometimes move at random, so that it meets positions their policies never reach."""
 
     max_env_steps: int | None = attrs.field(default=None, validator=optional(at_least_one))

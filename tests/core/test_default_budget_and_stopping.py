@@ -42,7 +42,7 @@ def test_a_budget_key_is_the_budget_as_given() -> None:
 
 
 def test_stopping_defaults_apply_only_where_nothing_is_set() -> None:
-    psro_default = StoppingConfig(patience=3, max_wall_time_s=DEFAULT_MAX_WALL_TIME_S)
+    psro_default = StoppingConfig(patience=5, max_wall_time_s=DEFAULT_MAX_WALL_TIME_S)
     assert StoppingConfig().with_defaults(psro_default) == psro_default
     assert StoppingConfig(max_iterations=4).with_defaults(psro_default) == StoppingConfig(max_iterations=4)
     # a target alone gets the wall-clock cap, not the default's other conditions
@@ -74,7 +74,7 @@ def test_psro_with_no_stopping_block_stops_once_its_meta_game_converged(tmp_path
     assert summary["stop_reason"] == "converged"
     rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     shares = [row["oracle_gain_share"] for row in rows]
-    assert all(s <= 0.01 for s in shares[-3:]) and any(s > 0.01 for s in shares[:-3])
+    assert all(s <= 0.01 for s in shares[-5:]) and any(s > 0.01 for s in shares[:-5])  # patience 5
     assert len(rows) == summary["iterations"] < 10
     assert summary["nash_conv"] == pytest.approx(0.0, abs=1e-6)
 

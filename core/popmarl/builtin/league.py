@@ -368,8 +368,9 @@ class League(IterativeScenario):
         else:
             init = LearnerInit()
         training = ctx.config.training
+        # A round is a fixed number of env steps (no plateau rule: players never stop learning).
         budget = attrs.evolve(training.budget(opponent_exploration(ctx.agents[player.population].algorithm, ctx.env)),
-                              max_env_steps=self._steps_per_round)
+                              max_env_steps=self._steps_per_round, min_env_steps=None, patience=None)
         learner = LearnerSpec(key=player.key, population=player.population, seats=seats, one_seat=True,
                               seed=player.seed, init=init)
         return TrainTask(learners=(learner,), seed=derive_seed(ctx.config.seed, iteration, 100 + k), budget=budget,

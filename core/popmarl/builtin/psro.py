@@ -79,12 +79,12 @@ class PSROState:
 
 class PSRO(IterativeScenario):
     """The PSRO loop over any env, oracle, solver and backend. With no ``stopping`` set,
-    it runs until its meta-game has converged (3 iterations in a row whose new policies
+    it runs until its meta-game has converged (5 iterations in a row whose new policies
     gain at most 1% of the payoff range against the meta-strategy they answered) or for
     30 minutes."""
 
     ctx: RunContext
-    default_stopping = StoppingConfig(patience=3, max_wall_time_s=DEFAULT_MAX_WALL_TIME_S)
+    default_stopping = StoppingConfig(patience=5, max_wall_time_s=DEFAULT_MAX_WALL_TIME_S)
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)

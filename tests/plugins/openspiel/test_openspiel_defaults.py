@@ -29,7 +29,7 @@ def test_exact_psro_with_no_stopping_block_stops_once_converged_and_its_gain_is_
     assert rows[0]["oracle_gain"] == pytest.approx(0.916667, abs=1e-6)  # uniform random play's
     for before, row in zip(rows, rows[1:]):
         assert row["oracle_gain"] == pytest.approx(before["nash_conv"], abs=1e-9)
-    assert [row["oracle_gain_share"] <= 0.01 for row in rows[-4:]] == [False, True, True, True]
+    assert [row["oracle_gain_share"] <= 0.01 for row in rows[-6:]] == [False] + [True] * 5  # patience 5
 
 
 def test_openspiel_declares_chance_and_simultaneous_moves() -> None:
