@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Hashable, Sequence
 
 import numpy as np
 
@@ -14,6 +15,11 @@ class Policy(ABC):
 
     Frozen policies are what populations hold. Weights move as ``{name: ndarray}``
     (never pickled objects), so checkpoints are ``.npz`` files.
+
+    Policies that can act together, in one batched computation for all of them, say so
+    with equal keys (:meth:`group_key`): the rollout engine makes one :meth:`act_grouped`
+    call for the opponents (policies acting without exploring) of a decision that share
+    a key, instead of one ``act`` per policy.
     """
 
     @abstractmethod
@@ -22,6 +28,23 @@ class Policy(ABC):
         Box actions may lie past the bounds (a Gaussian's sample): the rollout engine
         clips what the env receives, and a learner's episodes keep the policy's own
         action."""
+
+    def group_key(self) -> Hashable | None:
+        """A key shared by the policies that :meth:`act_grouped` of this class can make
+        act together (typically the class, the network's shapes and the device), or None
+        (the default) to act alone. Only acting without exploring is grouped, so the key
+        need not cover what exploring depends on. The rollout engine reads it once per
+        run: it must not change while the policy plays."""
+        return None
+
+    @classmethod
+    def act_grouped(cls, policies: Sequence[Policy], batches: Sequence[Observations], *,
+                    rng: np.random.Generator) -> list[np.ndarray]:
+        """``[p.act(b, explore=False, rng=rng) for p, b in zip(policies, batches)]``, for
+        ``policies`` of equal non-None :meth:`group_key` (of this class): the same actions,
+        up to float rounding, and ``rng`` drawn from as those calls in that order would. An
+        override computes them together; this default makes the calls."""
+        return [policy.act(batch, explore=False, rng=rng) for policy, batch in zip(policies, batches)]
 
     @abstractmethod
     def get_weights(self) -> Weights:

@@ -1,4 +1,5 @@
-"""The rollout engine: steps a vector of games with one batched ``act`` per policy.
+"""The rollout engine: steps a vector of games with one batched ``act`` per policy (one
+``act_grouped`` per group of opponents that can act together).
 
 ``play`` fills payoff entries (many profiles, fixed or drawn per episode, share one
 vector of games; ``evaluate`` averages fixed profiles' returns); ``explore``
@@ -9,7 +10,7 @@ integer table, so grouping the rows of a decision by policy is a few numpy calls
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -164,6 +165,8 @@ class _Table:
 
     def __init__(self, agents: Sequence[str], num_envs: int) -> None:
         self.policies: list[Policy] = []
+        #: Each policy's ``group_key`` (read once, when it is first seated).
+        self.keys: list[Hashable | None] = []
         self._index_of: dict[int, int] = {}
         self.code = {a: np.full(num_envs, IDLE, dtype=np.int64) for a in agents}
         self.busy = np.zeros(num_envs, dtype=bool)
@@ -183,6 +186,7 @@ class _Table:
             if key not in self._index_of:
                 self._index_of[key] = len(self.policies)
                 self.policies.append(policy)
+                self.keys.append(policy.group_key())
             codes[slot] = self._index_of[key]
 
     def policy_at(self, agent: str, slot: int) -> Policy | None:
@@ -441,11 +445,19 @@ class RolloutWorker:
             refill(slot)
         agent_index = {a: k for k, a in enumerate(self.agents)}
         recorders = {a: _Recorder(a, self.num_envs) for a in self.agents} if learners else {}
+        learner_codes: set[int] = set()
+        # A joint-view learner's rows come from the joint recorder: not copied twice.
+        recorded: set[int] = set()
+        coded = 0  # the table's policies seen so far (it only grows)
         try:
             while table.any_active():
-                learner_codes = {c for c, p in enumerate(table.policies) if id(p) in learner_of}
-                # A joint-view learner's rows come from the joint recorder: not copied twice.
-                recorded = {c for c in learner_codes if not joint_wanted[learner_of[id(table.policies[c])]]}
+                for c in range(coded, len(table.policies)):
+                    k = learner_of.get(id(table.policies[c]))
+                    if k is not None:
+                        learner_codes.add(c)
+                        if not joint_wanted[k]:
+                            recorded.add(c)
+                coded = len(table.policies)
                 actions: dict[str, np.ndarray] = {}
                 if whole is not None:
                     whole.begin(np.flatnonzero(table.busy), step.state)
@@ -542,33 +554,68 @@ class RolloutWorker:
         opponent_epsilon: float,
     ) -> np.ndarray:
         """The rows' actions as chosen (a Box action before clipping: :func:`_applied`):
-        one batched ``act`` per distinct policy among the rows; idle games take any legal
-        action (their results are ignored)."""
+        one batched ``act`` per distinct policy among the rows, except that opponents
+        (policies other than the learners', acting without exploring) with equal
+        ``group_key`` act in one ``act_grouped`` call; idle games take any legal action
+        (their results are ignored). Policies act, and opponents' actions are perturbed
+        (``opponent_epsilon``), unit by unit in the order of their first code, a group's
+        members in code order: ``rng`` is drawn from in an order fixed by the inputs."""
         unique = np.unique(codes)
-        groups: list[tuple[int, np.ndarray | None]]
         if len(unique) == 1:
-            groups = [(int(unique[0]), None)]
-        else:
-            groups = [(int(c), np.flatnonzero(codes == c)) for c in unique]
-        actions: np.ndarray | None = None
-        for code, rows in groups:
-            sub = batch if rows is None else _take(batch, rows)
-            if code == IDLE:
-                chosen = _any_legal(sub, space)
+            code = int(unique[0])
+            return self._act_alone(table, code, batch, None, explore, rng, code in learner_codes, recorded_codes,
+                                   recorder, env_ids, space, opponent_epsilon)
+        order = np.argsort(codes, kind="stable")
+        bounds = np.searchsorted(codes[order], unique).tolist() + [len(codes)]
+        rows_of = {int(c): order[bounds[k]:bounds[k + 1]] for k, c in enumerate(unique)}
+        # Units in the order of their first code: a policy alone, or a group's members.
+        units: list[list[int]] = []
+        members_of: dict[Hashable, list[int]] = {}
+        for code in rows_of:
+            key = None if code == IDLE or code in learner_codes else table.keys[code]
+            if key is None:
+                units.append([code])
+            elif key in members_of:
+                members_of[key].append(code)
             else:
-                is_learner = code in learner_codes
-                chosen = np.asarray(table.policies[code].act(sub, explore=explore and is_learner, rng=rng))
-                if is_learner and recorder is not None and code in recorded_codes:
-                    recorder.decide(env_ids if rows is None else env_ids[rows], sub, chosen)
-                elif not is_learner and opponent_epsilon > 0:
+                members_of[key] = [code]
+                units.append(members_of[key])
+        actions: np.ndarray | None = None
+        for unit in units:
+            if len(unit) == 1:
+                rows = rows_of[unit[0]]
+                chosen = self._act_alone(table, unit[0], batch, rows, explore, rng, unit[0] in learner_codes,
+                                         recorded_codes, recorder, env_ids, space, opponent_epsilon)
+            else:
+                rows = np.concatenate([rows_of[c] for c in unit])
+                sub = _take(batch, rows)
+                ends = np.cumsum([len(rows_of[c]) for c in unit]).tolist()
+                parts = [_slice(sub, a, b) for a, b in zip([0, *ends[:-1]], ends)]
+                members = [table.policies[c] for c in unit]
+                chosen = np.concatenate([np.asarray(a) for a in type(members[0]).act_grouped(members, parts, rng=rng)])
+                if opponent_epsilon > 0:
                     chosen = _perturb(chosen, sub, space, opponent_epsilon, rng)
-            if rows is None:
-                return chosen
             if actions is None:
                 actions = np.zeros((len(codes), *chosen.shape[1:]), dtype=chosen.dtype)
             actions[rows] = chosen
         assert actions is not None
         return actions
+
+    def _act_alone(
+        self, table: _Table, code: int, batch: Observations, rows: np.ndarray | None, explore: bool,
+        rng: np.random.Generator, is_learner: bool, recorded_codes: set[int], recorder: _Recorder | None,
+        env_ids: np.ndarray, space: Space, opponent_epsilon: float,
+    ) -> np.ndarray:
+        """The actions of one policy (``code``) on ``rows`` of the batch (None: all)."""
+        sub = batch if rows is None else _take(batch, rows)
+        if code == IDLE:
+            return _any_legal(sub, space)
+        chosen = np.asarray(table.policies[code].act(sub, explore=explore and is_learner, rng=rng))
+        if is_learner and recorder is not None and code in recorded_codes:
+            recorder.decide(env_ids if rows is None else env_ids[rows], sub, chosen)
+        elif not is_learner and opponent_epsilon > 0:
+            chosen = _perturb(chosen, sub, space, opponent_epsilon, rng)
+        return chosen
 
 
 def _name(policy: Policy | None, names: Mapping[int, str] | None) -> str:
@@ -603,6 +650,16 @@ def _take(batch: Observations, rows: np.ndarray) -> Observations:
         obs=batch.obs[rows],
         mask=None if batch.mask is None else batch.mask[rows],
         keys=None if batch.keys is None else tuple(batch.keys[r] for r in rows),
+        agent=batch.agent,
+    )
+
+
+def _slice(batch: Observations, start: int, stop: int) -> Observations:
+    """Rows ``start:stop`` of ``batch`` (views)."""
+    return Observations(
+        obs=batch.obs[start:stop],
+        mask=None if batch.mask is None else batch.mask[start:stop],
+        keys=None if batch.keys is None else batch.keys[start:stop],
         agent=batch.agent,
     )
 

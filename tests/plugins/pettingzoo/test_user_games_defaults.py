@@ -3,8 +3,10 @@ defaults (no ``training`` block, no algorithm params, ``solver: nash``) on a one
 simultaneous game written against PettingZoo's Parallel API (``user_allocation``:
 Colonel Blotto, 5 soldiers on 3 fields) and on a hidden-information dice game written
 against its AEC API with chance (``user_dice``: dice poker, 4 faces); the final
-meta-strategy's exact NashConv must be at most 20% of uniform random play's. Stopping
-as ``benchmarks/defaults.py``'s ``allocation`` and ``dice`` checks."""
+meta-strategy's exact NashConv must be at most 20% of uniform random play's. Stopping:
+PSRO's default convergence rule (as ``benchmarks/defaults.py``'s ``allocation`` and
+``dice`` checks, which set no ``stopping``), its 30-minute cap shortened to 5 minutes so
+that a run that never converges cannot hold CI up."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from typing import Any
 import popmarl
 import pytest
 import yaml
+from popmarl.builtin.psro import PSRO
 
 import user_allocation
 import user_dice
@@ -26,7 +29,7 @@ GAMES: dict[str, tuple[dict[str, Any], Any]] = {
     "dice": ({"name": "pettingzoo", "params": {"module": "user_dice:Dice", "kwargs": {"faces": 4},
                                                "has_chance": True}}, user_dice),
 }
-STOPPING = {"max_iterations": 10}
+STOPPING = {"patience": PSRO.default_stopping.patience, "max_wall_time_s": 300}  # the default, a shorter cap
 TARGET = 0.2  # of uniform play's NashConv
 
 

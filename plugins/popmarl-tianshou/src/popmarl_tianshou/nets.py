@@ -66,6 +66,52 @@ def inference(net: nn.Sequential, x: torch.Tensor) -> torch.Tensor:
     return x
 
 
+#: The parameters of an :func:`mlp` as :func:`stacked_inference` takes them: each
+#: ``Linear``'s weight ``[out, in]`` and bias ``[out]``, in order.
+MLPParams = tuple[tuple[torch.Tensor, torch.Tensor], ...]
+
+
+def mlp_layout(net: nn.Sequential) -> tuple[tuple[int, int, torch.dtype], ...] | None:
+    """Each ``Linear``'s ``(out, in, dtype)`` for a network of :func:`mlp`'s form
+    (``Linear``, then ``ReLU`` and ``Linear`` pairs, every ``Linear`` with a bias); None
+    for any other network. Networks of one layout can be run by :func:`stacked_inference`."""
+    layers = list(net)
+    if not layers or len(layers) % 2 == 0:
+        return None
+    layout = []
+    for k, layer in enumerate(layers):
+        if k % 2 == 1:
+            if not isinstance(layer, nn.ReLU):
+                return None
+        elif isinstance(layer, nn.Linear) and layer.bias is not None:
+            layout.append((layer.out_features, layer.in_features, layer.weight.dtype))
+        else:
+            return None
+    return tuple(layout)
+
+
+def mlp_params(net: nn.Sequential) -> MLPParams:
+    """The weights and biases of a network with an :func:`mlp_layout` (the module's own
+    parameter tensors: loading a state dict updates them in place)."""
+    return tuple((layer.weight, layer.bias) for layer in net if isinstance(layer, nn.Linear))
+
+
+def stacked_inference(params: Sequence[MLPParams], x: torch.Tensor) -> torch.Tensor:
+    """``[K, M, out]``: network ``k`` (given by its :func:`mlp_params`) on ``x[k]``, for K
+    networks of one :func:`mlp_layout` on one device: one batched matrix product per
+    layer over their stacked weights, a ReLU between layers. To call under
+    ``torch.no_grad()``; equal to each network's own output up to float rounding (a
+    batched product may sum in another order)."""
+    depth = len(params[0])
+    for k in range(depth):
+        weight = torch.stack([p[k][0] for p in params])  # [K, out, in]
+        bias = torch.stack([p[k][1] for p in params]).unsqueeze(1)  # [K, 1, out]
+        x = torch.baddbmm(bias, x, weight.transpose(1, 2))
+        if k < depth - 1:
+            x = torch.relu_(x)
+    return x
+
+
 def split_obs(obs: Any, device: torch.device | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Features and legal-action mask (``None`` if absent) of a module input, on
     ``device`` (the module's: a trainer on a GPU feeds it numpy batches)."""
@@ -168,6 +214,6 @@ def seeded(seed: int) -> Iterator[None]:
 
 
 __all__ = [
-    "CategoricalActor", "GaussianActor", "QNet", "ValueCritic", "action_dim", "feature_dim",
-    "Net", "features", "inference", "mask_logits", "mlp", "seeded", "split_obs",
+    "CategoricalActor", "GaussianActor", "MLPParams", "QNet", "ValueCritic", "action_dim", "feature_dim",
+    "Net", "features", "inference", "mask_logits", "mlp", "mlp_layout", "mlp_params", "seeded", "split_obs", "stacked_inference",
 ]

@@ -8,12 +8,18 @@ picks up the current exploration rate along with the parameters. A policy marked
 ``uniform`` (PSRO's initial policy, see :func:`uniform_initial`) ignores its network and
 plays uniformly at random over the legal actions (or the Box); the mark travels with the
 weights as ``initial.uniform``.
+
+Q-policies and categorical policies of one network layout (and observation space, and
+device) act together when the rollout engine asks (``Policy.group_key`` and
+``act_grouped``): one batched matrix product per layer over their stacked weights
+(:func:`~popmarl_tianshou.nets.stacked_inference`) instead of a forward per policy.
+Uniform policies act alone (they sample with the generator).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TypeVar
+from collections.abc import Hashable, Mapping, Sequence
+from typing import TypeVar, cast
 
 import numpy as np
 import torch
@@ -24,7 +30,8 @@ from popmarl.policy import ExplicitPolicy, Policy, epsilon_greedy, masked_unifor
 from popmarl.records import Observations, Weights
 from popmarl.spaces import Box, Discrete
 
-from popmarl_tianshou.nets import CategoricalActor, GaussianActor, Net, QNet, features, mask_logits
+from popmarl_tianshou.nets import (CategoricalActor, GaussianActor, MLPParams, Net, QNet, features, mask_logits,
+                                  mlp_layout, mlp_params, stacked_inference)
 
 CPU = torch.device("cpu")
 
@@ -48,6 +55,7 @@ class TorchPolicy(Policy):
         self.modules = dict(modules)
         self.uniform = False
         self._first = next(iter(self.modules.values()))
+        self._params: tuple[nn.Sequential, MLPParams] | None = None
 
     @property
     def device(self) -> torch.device:
@@ -68,6 +76,21 @@ class TorchPolicy(Policy):
         if batch.mask is None:
             return None
         return torch.as_tensor(np.asarray(batch.mask), dtype=torch.bool, device=self.device)
+
+    def mlp_group_key(self, net: nn.Sequential) -> Hashable | None:
+        """The group key of a policy that acts through the :func:`~popmarl_tianshou.nets.mlp`
+        ``net``: its class, observation space, device and network layout (None when
+        uniform, or for a network :func:`~popmarl_tianshou.nets.stacked_inference` cannot
+        run)."""
+        layout = None if self.uniform else mlp_layout(net)
+        return None if layout is None else (type(self), self.space.observation_space, self.device, layout)
+
+    def mlp_params(self, net: nn.Sequential) -> MLPParams:
+        """:func:`~popmarl_tianshou.nets.mlp_params` of ``net``, looked up once (they are
+        the module's own tensors, which :meth:`set_weights` and training update in place)."""
+        if self._params is None or self._params[0] is not net:
+            self._params = (net, mlp_params(net))
+        return self._params[1]
 
     def extra_weights(self) -> dict[str, np.ndarray]:
         """Non-parameter state that travels with the weights (none by default)."""
@@ -98,6 +121,47 @@ class TorchPolicy(Policy):
 TorchPolicyT = TypeVar("TorchPolicyT", bound=TorchPolicy)
 
 
+def stacked_outputs(policies: Sequence[TorchPolicy], nets: Sequence[nn.Sequential],
+                    batches: Sequence[Observations]) -> np.ndarray:
+    """The outputs of ``nets[k]`` (policy ``k``'s MLP; one group key) on ``batches[k]``,
+    -inf on illegal actions, as one ``[sum of rows, out]`` float32 array in batch order:
+    each policy's rows padded to the largest batch, one batched product per layer."""
+    counts = [len(b) for b in batches]
+    k, width = len(nets), max(counts)
+    first = policies[0]
+    x = np.ascontiguousarray(features(first.space.observation_space, np.concatenate([b.obs for b in batches])))
+    rows = None
+    if any(n != width for n in counts):
+        # Row r of policy j sits at j * width + r of the padded rows.
+        starts = np.cumsum(counts) - counts
+        rows = np.arange(len(x)) + np.repeat(np.arange(k) * width - starts, counts)
+        padded = np.zeros((k * width, x.shape[1]), dtype=x.dtype)
+        padded[rows] = x
+        x = padded
+    inputs = torch.from_numpy(x).view(k, width, -1)
+    if first.device.type != "cpu":
+        inputs = inputs.to(first.device)
+    params = [policy.mlp_params(net) for policy, net in zip(policies, nets)]
+    with torch.no_grad():
+        out = stacked_inference(params, inputs).flatten(0, 1).cpu().numpy()
+    if rows is not None:
+        out = out[rows]
+    if any(b.mask is not None for b in batches):
+        legal = np.concatenate([np.ones((n, out.shape[1]), bool) if b.mask is None else np.asarray(b.mask, dtype=bool)
+                                for b, n in zip(batches, counts)])
+        out[~legal] = -np.inf
+    return out
+
+
+def _split(rows: np.ndarray, batches: Sequence[Observations]) -> list[np.ndarray]:
+    """``rows`` (one per row of the concatenated batches) cut back into one array per batch."""
+    out, start = [], 0
+    for batch in batches:
+        out.append(rows[start:start + len(batch)])
+        start += len(batch)
+    return out
+
+
 def uniform_initial(policy: TorchPolicyT) -> TorchPolicyT:
     """``policy``, marked to play uniformly at random: PSRO's initial policy."""
     policy.uniform = True
@@ -125,6 +189,20 @@ class QPolicy(TorchPolicy, ExplicitPolicy):
         if self.uniform:
             return masked_uniform(batch.mask, len(batch), self.n_actions)
         return np.eye(self.n_actions)[self.q_values(batch).argmax(axis=1)]
+
+    def group_key(self) -> Hashable | None:
+        return self.mlp_group_key(self.qnet.net)
+
+    @classmethod
+    def act_grouped(cls, policies: Sequence[Policy], batches: Sequence[Observations], *,
+                    rng: np.random.Generator) -> list[np.ndarray]:
+        """Greedy actions of each policy (Q-values of one batched forward; the generator
+        is not drawn from)."""
+        if len(policies) < 2 or not any(len(b) for b in batches):
+            return super().act_grouped(policies, batches, rng=rng)
+        members = [cast(QPolicy, p) for p in policies]
+        q = stacked_outputs(members, [p.qnet.net for p in members], batches)
+        return _split(q.argmax(axis=1), batches)
 
     def act(self, batch: Observations, *, explore: bool, rng: np.random.Generator) -> np.ndarray:
         if self.uniform:
@@ -159,6 +237,22 @@ class CategoricalPolicy(TorchPolicy, ExplicitPolicy):
             logits = self.actor(self.features(batch))[0]
             probs = torch.softmax(mask_logits(logits, self.mask(batch)).double(), dim=1).cpu().numpy()
         return probs / probs.sum(axis=1, keepdims=True)
+
+    def group_key(self) -> Hashable | None:
+        return self.mlp_group_key(self.actor.net)
+
+    @classmethod
+    def act_grouped(cls, policies: Sequence[Policy], batches: Sequence[Observations], *,
+                    rng: np.random.Generator) -> list[np.ndarray]:
+        """Each policy's samples: the logits of one batched forward, then one
+        :func:`~popmarl.policy.sample_rows` over every row in batch order (the uniforms
+        the policies' own calls would draw, in that order)."""
+        if len(policies) < 2 or not any(len(b) for b in batches):
+            return super().act_grouped(policies, batches, rng=rng)
+        members = [cast(CategoricalPolicy, p) for p in policies]
+        logits = torch.from_numpy(stacked_outputs(members, [p.actor.net for p in members], batches))
+        probs = torch.softmax(logits.double(), dim=1).numpy()
+        return _split(sample_rows(probs / probs.sum(axis=1, keepdims=True), rng), batches)
 
 
 class GaussianPolicy(TorchPolicy):
