@@ -35,9 +35,8 @@ import numpy as np
 import torch
 
 import popmarl
-from popmarl.policy import Policy
+from popmarl.policy import ActingAlone, Policy
 from popmarl.population import AgentMapping
-from popmarl.records import Observations, Weights
 from popmarl.rollout import OpponentDraw, RolloutWorker, Seating
 from popmarl.runner import policy_spaces
 
@@ -45,20 +44,6 @@ GAME = "leduc_poker"
 LEARNER_SEAT = "player_0"
 
 
-class Ungrouped(Policy):
-    """``policy`` acting alone (no group key): the per-policy baseline."""
-
-    def __init__(self, policy: Policy) -> None:
-        self.policy = policy
-
-    def act(self, batch: Observations, *, explore: bool, rng: np.random.Generator) -> np.ndarray:
-        return self.policy.act(batch, explore=explore, rng=rng)
-
-    def get_weights(self) -> Weights:
-        return self.policy.get_weights()
-
-    def set_weights(self, weights: Weights) -> None:
-        self.policy.set_weights(weights)
 
 
 def workload(opponents: int, steps: int, num_envs: int, hidden: list[int], algorithm: str,
@@ -71,7 +56,7 @@ def workload(opponents: int, steps: int, num_envs: int, hidden: list[int], algor
     seat = next(a for a in env.agents if a != LEARNER_SEAT)
     pool: list[Policy] = [algo.make_policy(space=spaces[seat], seed=1 + k) for k in range(opponents)]
     if not grouped:
-        pool = [Ungrouped(p) for p in pool]
+        pool = [ActingAlone(p) for p in pool]
     draw = OpponentDraw({seat: (pool, np.full(opponents, 1.0 / opponents))})
     worker = RolloutWorker(env=env, num_envs=num_envs)
 

@@ -56,6 +56,25 @@ class Policy(ABC):
         """Load parameters produced by :meth:`get_weights` of a policy of the same kind."""
 
 
+class ActingAlone(Policy):
+    """Another policy's actions and weights under an object of its own with no group key:
+    the rollout engine asks it alone, as a policy distinct from the one it wraps (a
+    per-policy baseline for grouped acting; a learner's copy in an opponent's seat,
+    :class:`popmarl.rollout.OpponentCopy`)."""
+
+    def __init__(self, policy: Policy) -> None:
+        self.policy = policy
+
+    def act(self, batch: Observations, *, explore: bool, rng: np.random.Generator) -> np.ndarray:
+        return self.policy.act(batch, explore=explore, rng=rng)
+
+    def get_weights(self) -> Weights:
+        return self.policy.get_weights()
+
+    def set_weights(self, weights: Weights) -> None:
+        self.policy.set_weights(weights)
+
+
 class ExplicitPolicy(Policy):
     """A policy whose action probabilities can be read off, so games small enough can be
     evaluated exactly and exported as tabular policies.

@@ -20,8 +20,8 @@ import numpy as np
 from popmarl.env import Env, Step, VectorEnv
 from popmarl.joint_recording import Cut, JointRecorder
 from popmarl.outcomes import PlayedGames
-from popmarl.policy import Policy, masked_uniform, sample_rows
-from popmarl.records import EMPTY_EPISODES, EpisodeBatch, JointOpponents, Observations, Opponents, Weights
+from popmarl.policy import ActingAlone, Policy, masked_uniform, sample_rows
+from popmarl.records import EMPTY_EPISODES, EpisodeBatch, JointOpponents, Observations, Opponents
 from popmarl.spaces import Box, Space
 from popmarl.trajectories import JointEpisodes
 
@@ -197,22 +197,10 @@ class _Table:
         return bool(self.busy.any())
 
 
-class OpponentCopy(Policy):
+class OpponentCopy(ActingAlone):
     """A learner's current policy in an opponent's seat (self-play). It shares the
     learner's weights, but is a distinct object, so the rollout engine treats it as an
     opponent: it acts without exploring and none of its transitions are kept."""
-
-    def __init__(self, learner: Policy) -> None:
-        self.learner = learner
-
-    def act(self, batch: Observations, *, explore: bool, rng: np.random.Generator) -> np.ndarray:
-        return self.learner.act(batch, explore=explore, rng=rng)
-
-    def get_weights(self) -> Weights:
-        return self.learner.get_weights()
-
-    def set_weights(self, weights: Weights) -> None:
-        self.learner.set_weights(weights)
 
 
 @attrs.frozen(kw_only=True)

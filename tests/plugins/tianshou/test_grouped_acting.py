@@ -12,9 +12,9 @@ import pytest
 from tianshou_helpers import algorithm, metrics, requires_nash, requires_openspiel, run_psro, space
 
 import popmarl
-from popmarl.policy import Policy
+from popmarl.policy import ActingAlone, Policy
 from popmarl.population import AgentMapping
-from popmarl.records import EpisodeBatch, Observations, Weights
+from popmarl.records import EpisodeBatch, Observations
 from popmarl.rollout import OpponentCopy, OpponentDraw, RolloutWorker, Seating
 from popmarl.runner import policy_spaces
 from popmarl.spaces import Box, Discrete
@@ -114,20 +114,6 @@ def test_group_keys() -> None:
 
 
 # -- rollouts --------------------------------------------------------------------------------
-class Ungrouped(Policy):
-    """A policy acting alone (no group key): the engine calls its ``act``."""
-
-    def __init__(self, policy: Policy) -> None:
-        self.policy = policy
-
-    def act(self, batch: Observations, *, explore: bool, rng: np.random.Generator) -> np.ndarray:
-        return self.policy.act(batch, explore=explore, rng=rng)
-
-    def get_weights(self) -> Weights:
-        return self.policy.get_weights()
-
-    def set_weights(self, weights: Weights) -> None:
-        self.policy.set_weights(weights)
 
 
 class _Spy:
@@ -187,7 +173,7 @@ def test_a_rollout_that_groups_plays_the_games_of_one_that_does_not(name, monkey
     grouped = _explore(env, learner, pool)
     assert spy.calls > 0
     calls = spy.calls
-    alone = _explore(env, learner, [Ungrouped(p) for p in pool])
+    alone = _explore(env, learner, [ActingAlone(p) for p in pool])
     assert spy.calls == calls
     assert len(grouped.tags) == 300
     _assert_same_rollouts(grouped, alone)
@@ -199,7 +185,7 @@ def test_grouped_rollouts_with_opponent_epsilon_are_deterministic() -> None:
     learner.eps = 0.3
     first, again = (_explore(env, learner, pool, opponent_epsilon=0.2, seed=3) for _ in range(2))
     _assert_same_rollouts(first, again)
-    alone = _explore(env, learner, [Ungrouped(p) for p in pool], opponent_epsilon=0.2, seed=3)
+    alone = _explore(env, learner, [ActingAlone(p) for p in pool], opponent_epsilon=0.2, seed=3)
     assert len(first.tags) == len(alone.tags) == 300  # the same episodes (their moves may differ)
 
 
@@ -210,7 +196,7 @@ def test_evaluation_play_groups_both_seats(monkeypatch) -> None:
     profiles = [{"player_0": a, "player_1": b} for a in pool[:6] for b in pool[6:]]
     grouped = RolloutWorker(env=env, num_envs=64).play([(p, 8) for p in profiles], seed=2)
     assert spy.calls > 0
-    wrapped = {id(p): Ungrouped(p) for p in pool}
+    wrapped = {id(p): ActingAlone(p) for p in pool}
     alone = RolloutWorker(env=env, num_envs=64).play(
         [({a: wrapped[id(q)] for a, q in p.items()}, 8) for p in profiles], seed=2)
     assert len(grouped.tags) == len(profiles) * 8
