@@ -12,6 +12,7 @@ in the same step: e.g. a PettingZoo Parallel env, which cannot declare it). :fun
 
 from __future__ import annotations
 
+import functools
 import weakref
 
 import attrs
@@ -31,7 +32,8 @@ ENOUGH_STEPS = 5_000
 #: discount help a value learner; ``dqn``'s defaults follow it).
 LONG_GAME_DECISIONS = 8.0
 
-_MEASURED: weakref.WeakKeyDictionary[Env, EnvTraits] = weakref.WeakKeyDictionary()
+#: Traits by env object id, with a weak reference to the env (any env: an unhashable one too).
+_MEASURED: dict[int, tuple[weakref.ref[Env], EnvTraits]] = {}
 
 
 @attrs.frozen(kw_only=True)
@@ -71,10 +73,20 @@ class EnvTraits:
 
 def traits_of(env: Env, *, seed: int = 0) -> EnvTraits:
     """``env``'s traits, measured once per env object (see the module docstring)."""
-    found = _MEASURED.get(env)
-    if found is None:
-        found = _MEASURED[env] = measure(env, seed=seed)
-    return found
+    key = id(env)
+    entry = _MEASURED.get(key)
+    if entry is not None and entry[0]() is env:
+        return entry[1]
+    traits = measure(env, seed=seed)
+    try:
+        _MEASURED[key] = (weakref.ref(env, functools.partial(_forget, key)), traits)
+    except TypeError:  # an env that takes no weak reference: measured each time
+        pass
+    return traits
+
+
+def _forget(key: int, _gone: object) -> None:
+    _MEASURED.pop(key, None)
 
 
 def measure(env: Env, *, seed: int = 0, games: int = GAMES) -> EnvTraits:

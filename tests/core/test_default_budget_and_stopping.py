@@ -89,3 +89,14 @@ def test_traits_of_a_simultaneous_matrix_game_measured_by_random_play() -> None:
     traits = measure(MatrixEnv(game="rps"))
     assert (traits.seats, traits.simultaneous, traits.has_chance, traits.num_actions) == (2, True, False, 3)
     assert traits.episode_steps == 2.0 and traits.terminal_rewards and not traits.long_deterministic
+
+
+def test_traits_are_measured_once_per_env_object_even_an_unhashable_one() -> None:
+    from popmarl.env_traits import traits_of
+
+    class Unhashable(MatrixEnv):
+        __hash__ = None  # type: ignore[assignment]  # as an attrs class with eq would be
+
+    env = Unhashable(game="rps")
+    assert traits_of(env) is traits_of(env)
+    assert traits_of(MatrixEnv(game="rps")) == traits_of(env)
