@@ -1,8 +1,9 @@
 """Defaults that work beyond poker: PSRO with an algorithm's defaults and no ``training``
 block on tic-tac-toe and on a game a user wrote against PettingZoo's AEC API
 (``user_nim``), registered by ``module:`` path; the final meta-strategy is judged against
-a uniformly random opponent with ``popmarl eval``'s code, seat by seat (tic-tac-toe: at
-most 2% lost; Nim: next to perfect play's win rate)."""
+a uniformly random opponent with ``popmarl eval``'s code, seat by seat (tic-tac-toe, with no
+``stopping`` but a shorter cap: at most 2% lost; Nim, 6 iterations: next to perfect play's
+win rate)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Any
 import popmarl
 import pytest
 import yaml
+from popmarl.builtin.psro import PSRO
 from popmarl.evaluate import evaluate_run, load_run, opponent_pools
 
 from user_nim import win_rate_against_random
@@ -22,12 +24,12 @@ pytestmark = [pytest.mark.slow,
 TOKENS = 11
 
 
-def against_random(tmp_path: Path, env: dict[str, Any], iterations: int) -> dict[str, dict[str, float]]:
+def against_random(tmp_path: Path, env: dict[str, Any], stopping: dict[str, Any]) -> dict[str, dict[str, float]]:
     """Run PSRO with dqn's defaults on ``env``; the final meta-strategy's results against random."""
     config = tmp_path / "defaults.yaml"
     config.write_text(yaml.safe_dump({
         "scenario": "psro", "seed": 0, "env": env, "algorithm": {"name": "dqn"}, "solver": {"name": "nash"},
-        "stopping": {"max_iterations": iterations}, "trackers": ["jsonl"]}))
+        "stopping": stopping, "trackers": ["jsonl"]}))
     summary = popmarl.run(popmarl.load_config(config), out=str(tmp_path / "run"))
     assert summary["status"] == "completed"
     run = load_run(tmp_path / "run")
@@ -35,8 +37,11 @@ def against_random(tmp_path: Path, env: dict[str, Any], iterations: int) -> dict
 
 
 def test_dqn_defaults_learn_tictactoe(tmp_path: Path) -> None:
+    # PSRO's default stopping (converged: 53 iterations, ~300 s on 2 shared cores), its
+    # 30-minute cap shortened so that CI cannot hang on it.
+    stopping = {"patience": PSRO.default_stopping.patience, "max_wall_time_s": 480}
     report = against_random(tmp_path, {"name": "pettingzoo", "params": {"module": "pettingzoo.classic.tictactoe_v3"}},
-                            iterations=10)
+                            stopping=stopping)
     for population in ("player_1", "player_2"):
         assert report[population]["loss"] <= 0.02, (population, report[population])
 
@@ -44,7 +49,7 @@ def test_dqn_defaults_learn_tictactoe(tmp_path: Path) -> None:
 def test_dqn_defaults_learn_a_users_nim(tmp_path: Path) -> None:
     report = against_random(tmp_path, {"name": "pettingzoo",
                                        "params": {"module": "user_nim:Nim", "kwargs": {"tokens": TOKENS}}},
-                            iterations=6)
+                            stopping={"max_iterations": 6})
     for seat, population in enumerate(("first", "second")):
         perfect = win_rate_against_random(TOKENS, seat)
         assert report[population]["win"] >= perfect - 0.03, (population, report[population], perfect)
