@@ -12,14 +12,14 @@ two each. Rows of the table:
 * ``grouped``: the opponents as they are: those of one network layout act in one
   ``act_grouped`` call (their weights stacked, one batched product per layer).
 
-The headline is env steps per CPU second of this process (``time.process_time``), with
-the ratio against ``per-policy`` measured in the same run; wall-clock rates are printed
-too. Both rows play the same games (the same seed; greedy Q-policies draw nothing from
+The headline is env steps per CPU second of this process (``time.process_time``), the
+median over ``--repeats`` rounds that run the two rows in turn, with the ratio against
+``per-policy`` measured in the same run; wall-clock rates (medians too) are printed. Both rows play the same games (the same seed; greedy Q-policies draw nothing from
 the generator) unless two Q-values tie within float rounding. ``--profile`` prints the
 top lines of a cProfile of each row.
 
     python benchmarks/grouped_acting.py [--opponents 30 100] [--steps 100000] [--num-envs 64]
-        [--hidden 128 128] [--algorithm dqn|ppo] [--repeats 1] [--profile]
+        [--hidden 128 128] [--algorithm dqn|ppo] [--repeats 5] [--profile]
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import cProfile
 import io
 import pstats
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import torch
@@ -67,16 +67,17 @@ def workload(opponents: int, steps: int, num_envs: int, hidden: list[int], algor
     return run
 
 
-def measure(run: Callable[[], int], repeats: int) -> tuple[float, float, int]:
-    """Best steps per CPU second and per wall second over ``repeats`` runs, and the steps."""
-    best_cpu = best_wall = 0.0
-    steps = 0
+def measure(runs: Sequence[Callable[[], int]], repeats: int) -> list[tuple[float, float]]:
+    """Per workload, the median steps per CPU second and per wall second over ``repeats``
+    rounds, each round running every workload once in turn (alternating, so that a busy
+    spell of the machine falls on all of them alike)."""
+    rates: list[list[tuple[float, float]]] = [[] for _ in runs]
     for _ in range(repeats):
-        cpu, wall = time.process_time(), time.perf_counter()
-        steps = run()
-        best_cpu = max(best_cpu, steps / (time.process_time() - cpu))
-        best_wall = max(best_wall, steps / (time.perf_counter() - wall))
-    return best_cpu, best_wall, steps
+        for k, run in enumerate(runs):
+            cpu, wall = time.process_time(), time.perf_counter()
+            steps = run()
+            rates[k].append((steps / (time.process_time() - cpu), steps / (time.perf_counter() - wall)))
+    return [(float(np.median([r[0] for r in rs])), float(np.median([r[1] for r in rs]))) for rs in rates]
 
 
 def profile(run: Callable[[], int], lines: int = 14) -> str:
@@ -94,7 +95,7 @@ def main() -> None:
     parser.add_argument("--num-envs", type=int, default=64)
     parser.add_argument("--hidden", type=int, nargs="+", default=[128, 128])
     parser.add_argument("--algorithm", default="dqn", choices=["dqn", "ppo"])
-    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--profile", action="store_true", help="print a cProfile of each row")
     args = parser.parse_args()
     torch.set_num_threads(1)
@@ -102,16 +103,16 @@ def main() -> None:
     print(f"{GAME}, {args.algorithm} {args.hidden}, {args.num_envs} games, {args.steps} env steps per run")
     print(f"{'opponents':>9} {'acting':<11} {'steps/cpu-s':>12} {'steps/wall-s':>13} {'ratio (cpu)':>12}")
     for opponents in args.opponents:
-        base = None
-        for name, grouped in (("per-policy", False), ("grouped", True)):
-            run = workload(opponents, args.steps, args.num_envs, args.hidden, args.algorithm, grouped)
+        modes = (("per-policy", False), ("grouped", True))
+        runs = [workload(opponents, args.steps, args.num_envs, args.hidden, args.algorithm, grouped)
+                for _, grouped in modes]
+        for run in runs:
             run()  # warm up (imports, allocator)
-            cpu, wall, _ = measure(run, args.repeats)
-            base = cpu if base is None else base
-            print(f"{opponents:>9} {name:<11} {cpu:>12,.0f} {wall:>13,.0f} {cpu / base:>11.2f}x", flush=True)
+        rates = measure(runs, args.repeats)
+        for (name, _), (cpu, wall), run in zip(modes, rates, runs):
+            print(f"{opponents:>9} {name:<11} {cpu:>12,.0f} {wall:>13,.0f} {cpu / rates[0][0]:>11.2f}x", flush=True)
             if args.profile:
                 print(profile(run))
-
 
 if __name__ == "__main__":
     main()
