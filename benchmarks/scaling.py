@@ -19,9 +19,12 @@ With ``--rl``: RL-PSRO instead (``dqn`` defaults, ``per_player``, ``nash``, on `
 evaluated exactly) for each ``--pipelines`` value (``training.pipeline``) and each worker
 count (and ``local``, unless ``--no-local``), each for ``--seconds`` of wall time: the env
 steps learned from per second (training games only) and the NashConv reached after each
-minute and at the end, the seed the same everywhere.
+minute and at the end, the seed the same everywhere. ``--target X``: each run also stops
+once its NashConv is at most X, and a column gives the wall seconds it took (``-``: not
+within ``--seconds``).
 
     python benchmarks/scaling.py --rl --pipelines 1,2,4 --workers 1,2,4,8 --seconds 300
+    python benchmarks/scaling.py --rl --pipelines 4,1 --workers 8 --no-local --target 0.5
 """
 
 from __future__ import annotations
@@ -62,6 +65,8 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--pipelines", default="1,2,4", help="--rl: training.pipeline values (default 1,2,4)")
     parser.add_argument("--seconds", type=float, default=300, help="--rl: wall time of each run (default 300)")
     parser.add_argument("--seed", type=int, default=0, help="--rl: the runs' seed (default 0)")
+    parser.add_argument("--target", type=float, default=None,
+                        help="--rl: also stop at this NashConv and print the seconds it took")
     return parser.parse_args(argv)
 
 
@@ -75,7 +80,8 @@ def rl_config(args: argparse.Namespace, pipeline: int, workers: int) -> dict[str
     return {"scenario": "psro", "seed": args.seed, "env": {"name": "openspiel", "params": {"game": args.game}},
             "agents": {"mapping": "per_player"}, "algorithm": {"name": "dqn"}, "solver": {"name": "nash"},
             "training": {"pipeline": pipeline}, "backend": backend, "trackers": [],
-            "stopping": {"max_iterations": 100_000, "max_wall_time_s": args.seconds}}
+            "stopping": {"max_iterations": 100_000, "max_wall_time_s": args.seconds,
+                         "target_nash_conv": args.target}}
 
 
 def rl_main(args: argparse.Namespace) -> int:
@@ -92,6 +98,8 @@ def rl_main(args: argparse.Namespace) -> int:
     print(f"# RL-PSRO (dqn defaults, per_player, nash) on {args.game}, {args.seconds:.0f} s per run, seed {args.seed}; "
           f"{os.cpu_count()} CPUs here, load average {os.getloadavg()[0]:.1f}")
     header = " ".join(f"{f'NashConv {m} min':>14}" for m in range(1, minutes + 1))
+    if args.target is not None:
+        header += f" {f's to {args.target:g}':>10}"
     print(f"{'pipeline':>8} {'backend':<8} {'iterations':>10} {'learned steps/s':>16} {header} {'NashConv end':>13}")
     with tempfile.TemporaryDirectory() as scratch:
         for pipeline in pipelines:
@@ -103,6 +111,9 @@ def rl_main(args: argparse.Namespace) -> int:
                 at = [next((line["nash_conv"] for line in lines if line["wall_time_s"] >= 60 * m), None)
                       for m in range(1, minutes + 1)]
                 shown = " ".join(f"{v:>14.3f}" if v is not None else f"{'-':>14}" for v in at)
+                if args.target is not None:
+                    reached = next((line["wall_time_s"] for line in lines if line["nash_conv"] <= args.target), None)
+                    shown += f" {reached:>10.1f}" if reached is not None else f" {'-':>10}"
                 name = f"ray x{workers}" if workers else "local"
                 print(f"{pipeline:>8} {name:<8} {len(lines):>10} {learned / summary['wall_time_s']:>16,.0f} {shown} "
                       f"{summary['nash_conv']:>13.3f}", flush=True)

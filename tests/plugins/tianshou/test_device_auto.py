@@ -143,6 +143,8 @@ def test_the_real_timer_times_the_trainers_networks_quickly_and_moves_no_random_
     """With the real timer and workloads (two CPU candidates): both devices timed, the
     decision in well under a second or two, torch's and numpy's generators untouched, and
     the learner trains exactly as with ``device: cpu``."""
+    use_auto(["cpu", "cpu"], time_steps)
+    learner(algorithm(name, **SMALL[name], **AUTO))[1].devices.decide()  # type: ignore[attr-defined]  # first calls in this process
     auto = use_auto(["cpu", "cpu"], time_steps)
     policy, trainer = learner(algorithm(name, **SMALL[name], **AUTO))
     cpu_policy, cpu = learner(algorithm(name, **SMALL[name], device="cpu"))
