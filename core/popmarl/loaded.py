@@ -269,8 +269,11 @@ def _past(run: RunDirectory, iteration: int, names: tuple[str, ...], scenario: s
         raise UserError(f"iteration {iteration}: the run's history does not record its populations per iteration "
                         f"(scenario {scenario}); only its final meta-strategy loads (iteration unset)")
     policies = state["policies"]
-    if iteration == 0:
-        line: Mapping[str, Any] = {f"population_size/{p}": 1 for p in names}
+    if iteration == 0:  # one initial policy each; marl's frozen populations hold their source's mixture
+        frozen = state.get("frozen_mixtures", {})
+        line: Mapping[str, Any] = {
+            **{f"population_size/{p}": len(frozen.get(p, [1.0])) for p in names},
+            **{f"meta_strategy/{p}": frozen[p] for p in names if p in frozen}}
     else:
         line = history[iteration - 1]
     mixtures: Mixtures = {}

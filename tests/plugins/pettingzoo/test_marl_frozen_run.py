@@ -115,6 +115,12 @@ def test_the_frozen_seat_draws_from_the_source_meta_strategy(tmp_path: Path, sou
                                        "player_1": pytest.approx(-expected, abs=1e-9)}
     # popmarl eval / load_run of the new run play the same mixture, from its own copies.
     np.testing.assert_allclose(frozen.mixture, [0.6, 0.4])
+    # ... at every iteration, the first included (before any training: the initial ppo policy).
+    for iteration in (0, 1):
+        past = popmarl.load_run(run, iteration=iteration)
+        assert past.populations["player_1"].policy_ids == ("player_1/0", "player_1/1"), iteration
+        np.testing.assert_allclose(past.populations["player_1"].mixture, [0.6, 0.4])
+    assert popmarl.load_run(run, iteration=0).populations["player_0"].policy_ids == ("player_0/0",)
 
 
 def test_the_explicit_form_names_a_population_and_an_iteration(tmp_path: Path, source: Path) -> None:

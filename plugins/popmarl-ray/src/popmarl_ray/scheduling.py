@@ -164,6 +164,22 @@ class _Attempt:
                 budget.max_episodes is not None and self.episodes >= budget.max_episodes):
             self.collecting = False
 
+    def room(self, games: int) -> bool:
+        """Whether another explore call of ``games`` games fits the budget: the steps and
+        games reported plus those of the calls in flight (at the steps per game reported so
+        far) stay below its caps. Without it the workers' calls in flight when the budget
+        is reached overshoot it (two workers, an off-policy team: 9,600 env steps for a
+        6,000 budget); with it the budget is kept within about one call's games."""
+        budget = self.task.budget
+        coming = self.in_flight * games
+        if budget.max_episodes is not None and self.episodes + coming >= budget.max_episodes:
+            return False
+        if budget.max_env_steps is not None and self.episodes:
+            steps_per_game = self.env_steps / self.episodes
+            if self.env_steps + coming * steps_per_game >= budget.max_env_steps:
+                return False
+        return True
+
     @property
     def name(self) -> str:
         """The task's learners' keys."""
@@ -411,7 +427,11 @@ class Training:
             return
         for slot in range(len(self.workers)):
             while self.load[slot] < EXPLORE_IN_FLIGHT:
-                a = min(collecting, key=lambda c: c.in_flight)
+                # An on-policy learner's lock step already plays only the games it wants.
+                fits = [c for c in collecting if self._lock_step(c) or c.room(self._batch_size(c))]
+                if not fits:
+                    return
+                a = min(fits, key=lambda c: c.in_flight)
                 a.batches += 1
                 seed = derive_seed(a.task.seed, a.number, a.batches)
                 ref = self.workers.handle(slot).explore.remote(a.key, a.task_ref, self._batch_size(a), seed)
@@ -427,9 +447,13 @@ class Training:
         an on-policy learner (which wants a round of each version in lock step), its share
         of the workers' so that all of them play the round at once."""
         per_update = a.task.budget.episodes_per_update
-        if any(spec.population in self.on_policy for spec in a.task.learners):
+        if self._lock_step(a):
             return -(-per_update // len(self.workers))
         return per_update
+
+    def _lock_step(self, a: _Attempt) -> bool:
+        """Whether ``a`` has an on-policy learner (the workers play in lock step with it)."""
+        return any(spec.population in self.on_policy for spec in a.task.learners)
 
 
 def owned(result: TrainResult) -> TrainResult:
