@@ -29,13 +29,24 @@ class LearnerProgress:
         self.window = deque[float](maxlen=window)
         self.best = -np.inf
         self.stale = 0
+        self._new: list[float] = []
 
     def played(self, returns: Iterable[float]) -> None:
-        """Episodes the learner played, with their returns."""
-        self.window.extend(returns)
+        """Episodes the learner played, with their returns (counted at :meth:`round_done`)."""
+        self._new.extend(returns)
 
-    def round_done(self) -> None:
-        """An update round ended: count it as an improvement of the windowed return or not."""
+    def round_done(self, rounds: int = 1) -> None:
+        """An update round ended: count it as an improvement of the windowed return or not.
+        ``rounds`` > 1: the episodes since the last call are that many rounds' worth (a
+        feed whose workers played ahead of the learner), counted as that many consecutive
+        parts, each an improvement or not, so that the plateau rule sees the same
+        granularity however the games were delivered."""
+        new, self._new = self._new, []
+        for part in np.array_split(np.asarray(new, dtype=float), rounds) if rounds > 1 else [new]:
+            self.window.extend(part)
+            self._judge()
+
+    def _judge(self) -> None:
         if not self.window:
             return
         returns = np.asarray(self.window, dtype=float)
@@ -67,10 +78,11 @@ class TrainingProgress:
     def played(self, key: str, returns: Iterable[float]) -> None:
         self.learners[key].played(returns)
 
-    def round_done(self) -> None:
-        """Every learner's update round ended."""
+    def round_done(self, rounds: int = 1) -> None:
+        """Every learner's update round ended (``rounds``: worth that many, see
+        :meth:`LearnerProgress.round_done`)."""
         for learner in self.learners.values():
-            learner.round_done()
+            learner.round_done(rounds)
 
     def spent(self, env_steps: int, episodes: int, elapsed: float) -> bool:
         """Whether any stopping condition of the budget holds."""

@@ -200,6 +200,7 @@ def _train(task: TrainTask, group: Group, feed: Feed, learner_metrics: dict[str,
     progress = TrainingProgress(budget, keys)
     updates = dict.fromkeys(keys, 0)
     games: list[PlayedGames] = []
+    games_before = 0
 
     def publish(key: str, learner: Learner) -> None:
         version, weights = feed.publish(key, learner)
@@ -227,8 +228,9 @@ def _train(task: TrainTask, group: Group, feed: Feed, learner_metrics: dict[str,
                 learner_metrics[spec.key].update({k: float(v) for k, v in update.items()})
                 updates[spec.key] += 1
                 publish(spec.key, learner)
-        if got:
-            progress.round_done()
+        if got:  # a feed may deliver several rounds' games at once (Ray workers ahead of an off-policy learner)
+            new_games, games_before = fed.episodes - games_before, fed.episodes
+            progress.round_done(max(1, round(new_games / budget.episodes_per_update)))
         reason = "exhausted" if fed.exhausted else progress.stop_reason(fed.env_steps, fed.episodes,
                                                                         time.monotonic() - start)
         if reason is not None:

@@ -72,3 +72,27 @@ def test_the_stop_reason_names_the_condition_that_held() -> None:
     play_round(rule, [0] * 4, [0] * 4)
     play_round(rule, [0] * 4, [0] * 4)
     assert rule.stop_reason(0, 0, 0.0) == "plateau"
+
+
+def test_several_rounds_delivered_at_once_count_as_that_many() -> None:
+    """A feed whose workers played ahead (the ray backend's, for an off-policy learner)
+    hands over several rounds' games in one update: the plateau rule judges them as that
+    many consecutive rounds, as if they had come one by one (else a learner fed in few,
+    large rounds never reached its patience and trained to its cap: 200,000 env steps
+    on Leduc where the local backend stopped at the 20,000 minimum)."""
+    one_by_one, at_once = progress(patience=3), progress(patience=3)
+    rounds = [([0.0] * 4, [0.0] * 4), ([1.0] * 4, [1.0] * 4), ([1.0] * 4, [1.0] * 4), ([1.0] * 4, [1.0] * 4),
+              ([1.0] * 4, [1.0] * 4)]
+    for a, b in rounds:
+        play_round(one_by_one, a, b)
+    at_once.played("a", [r for a, _ in rounds for r in a])
+    at_once.played("b", [r for _, b in rounds for r in b])
+    at_once.round_done(len(rounds))
+    for rule in (one_by_one, at_once):
+        assert [rule.learners[k].stale for k in "ab"] == [3, 3]
+        assert rule.stop_reason(0, 0, 0.0) == "plateau"
+    lumped = progress(patience=3)  # the same games judged as one round: not a plateau
+    lumped.played("a", [r for a, _ in rounds for r in a])
+    lumped.played("b", [r for _, b in rounds for r in b])
+    lumped.round_done()
+    assert [lumped.learners[k].stale for k in "ab"] == [0, 0] and lumped.stop_reason(0, 0, 0.0) is None
