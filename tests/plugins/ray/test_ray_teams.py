@@ -1,7 +1,7 @@
 """Team learners (popmarl-torchrl's ``mappo`` and ``qmix``) in ``marl`` on the ray backend:
 they train on what the rollout workers play, drop nothing, and keep each iteration's
 budget to within one call's games (the off-policy team too: its workers used to overshoot
-by the calls they had in flight)."""
+by the calls they had in flight); with one worker an on-policy team learns as on local."""
 
 from __future__ import annotations
 
@@ -9,8 +9,10 @@ import json
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from popmarl.rundir import RunDirectory
 from ray_helpers import run
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "torchrl"))
@@ -42,3 +44,21 @@ def test_a_team_learner_on_ray_learns_from_what_it_plays_within_its_budget(
         assert BUDGET <= line["iteration_env_steps"] < BUDGET + one_call, line["iteration_env_steps"]
         assert line["train/dropped_episodes"] == 0
         assert line[f"train/{learner}/updates"] >= 1
+
+
+def test_an_on_policy_team_on_one_worker_learns_exactly_as_on_local(tmp_path: Path) -> None:
+    """Lock step with one worker plays each version's games with the local backend's seeds:
+    a ``mappo`` team (joint view, centralized critic) ends with the same policies."""
+    runs = {}
+    for name, backend in (("local", {"name": "local"}), ("ray", {"name": "ray", "params": {"num_rollout_workers": 1}})):
+        config = marl_config("mappo", SPREAD, "shared", iterations=2, env_steps=BUDGET, seed=3)
+        config["training"]["episodes_per_update"] = GAMES_PER_UPDATE
+        config["backend"] = backend
+        summary = run(config, tmp_path / name)
+        assert summary["status"] == "completed", summary
+        runs[name] = RunDirectory(tmp_path / name)
+    ids = summary["populations"]["shared"]["policies"]
+    assert ids == ["shared/0", "shared/1", "shared/2"]
+    for pid in ids[1:]:
+        want, got = runs["local"].load_policy(pid), runs["ray"].load_policy(pid)
+        assert want.keys() == got.keys() and all(np.array_equal(want[k], got[k]) for k in want), pid
