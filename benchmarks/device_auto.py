@@ -1,13 +1,13 @@
 """Whether ``device: auto`` picks the faster device: ``dqn``, ``ppo`` and ``a2c`` on Leduc
-poker, with their default networks and with wide ones (``--wide``: 1024x1024 layers,
-batch 1024).
+poker, with their default networks and with wide ones (1024x1024 layers, batch 1024).
 
 Per algorithm and network: the device ``auto`` chose and its timings of each candidate
 (the trainer's own timing, read from the process's decisions, ``popmarl_tianshou.device.AUTO``),
 then env steps per wall second of a best-response training of ``--steps`` env steps
 (:func:`learning.popmarl_train`: player_0's learner against player_1's uniform policy,
 the budget a default ``psro`` run gets, capped) with ``device`` given explicitly as each
-candidate, and whether ``auto`` chose the one that trained faster. ``acting_device`` stays
+candidate, and whether ``auto`` chose the one that trained faster (or within 10% of it:
+a tie). ``acting_device`` stays
 at its default (``cpu``). Where torch sees no GPU, ``auto`` is the CPU untimed and only
 the CPU row is trained. CPU threads: the algorithms' ``torch_threads`` (1 by default, as
 in a run; ``--threads N`` sets it).
