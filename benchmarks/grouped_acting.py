@@ -14,8 +14,9 @@ two each. Rows of the table:
 
 The headline is env steps per CPU second of this process (``time.process_time``), the
 median over ``--repeats`` rounds that run the two rows in turn, with the ratio against
-``per-policy`` measured in the same run; wall-clock rates (medians too) are printed. Both rows play the same games (the same seed; greedy Q-policies draw nothing from
-the generator) unless two Q-values tie within float rounding. ``--profile`` prints the
+``per-policy`` measured in the same run; wall-clock rates (medians too) are printed. Both
+rows play the same games (the same seed; greedy Q-policies draw nothing from the
+generator) unless two Q-values tie within float rounding. ``--profile`` prints the
 top lines of a cProfile of each row.
 
     python benchmarks/grouped_acting.py [--opponents 30 100] [--steps 100000] [--num-envs 64]
@@ -42,8 +43,6 @@ from popmarl.runner import policy_spaces
 
 GAME = "leduc_poker"
 LEARNER_SEAT = "player_0"
-
-
 
 
 def workload(opponents: int, steps: int, num_envs: int, hidden: list[int], algorithm: str,
@@ -113,6 +112,7 @@ def main() -> None:
             print(f"{opponents:>9} {name:<11} {cpu:>12,.0f} {wall:>13,.0f} {cpu / rates[0][0]:>11.2f}x", flush=True)
             if args.profile:
                 print(profile(run))
+
 
 if __name__ == "__main__":
     main()

@@ -114,8 +114,6 @@ def test_group_keys() -> None:
 
 
 # -- rollouts --------------------------------------------------------------------------------
-
-
 class _Spy:
     """Counts the grouped calls (of at least two policies) of a policy class."""
 
