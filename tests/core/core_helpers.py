@@ -123,10 +123,13 @@ def kill_during(proc: subprocess.Popen[str], metrics: Path, lines: int, sleep_s:
 def kill_at_random(proc: subprocess.Popen[str], run: Path, reference: Path, rng: random.Random, *,
                    iterations: int, spare: int = 3) -> None:
     """Kill the run ``proc`` (writing ``run``) with SIGKILL at a moment drawn from ``rng``:
-    after one of its first ``iterations - spare`` metrics lines, then up to 0.3 s or one
-    iteration of ``reference`` (the same run, uninterrupted, of ``iterations``) more."""
-    iteration_s = float(read_summary(reference)["wall_time_s"]) / iterations
-    kill_during(proc, run / "metrics.jsonl", rng.randint(1, iterations - spare), rng.uniform(0, min(0.3, iteration_s)))
+    after one of its first ``iterations - spare`` metrics lines, then up to 0.3 s or the
+    next iteration's time in ``reference`` (the same run, uninterrupted, of ``iterations``)
+    more. The next iteration's own time, not the mean: a first iteration that carries the
+    start-up would let the mean span several short ones, and the run could end unkilled."""
+    lines = rng.randint(1, iterations - spare)
+    wall = [float(m["wall_time_s"]) for m in read_metrics(reference)]
+    kill_during(proc, run / "metrics.jsonl", lines, rng.uniform(0, min(0.3, wall[lines] - wall[lines - 1])))
 
 
 def assert_same_run(run: Path, reference: Path, context: str) -> None:
