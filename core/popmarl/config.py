@@ -116,10 +116,13 @@ class TrainingConfig:
     ``min_env_steps`` alone keep that cap; any of ``max_env_steps``, ``max_episodes``,
     ``max_wall_time_s`` is the budget as given. The other defaults (``newest_weights``,
     ``opponent_epsilon`` from the algorithm: 0.3 for dqn and ppo, 0 for a2c; 0 in games
-    with chance or simultaneous moves) are what measured best across poker and board
-    games (``benchmarks/defaults.py``): a new best response keeps what the population's
-    newest policy learned, and in a turn-based game without chance its opponents
-    sometimes move at random, so that it meets positions their policies never reach."""
+    with chance or simultaneous moves, 0.5 in long turn-based games without chance, where
+    ``self_play`` is 0.5 too, else 0: :func:`popmarl.algorithm.opponent_exploration`,
+    :func:`popmarl.algorithm.default_self_play`) are what measured best across poker and
+    board games (``benchmarks/defaults.py``): a new best response keeps what the
+    population's newest policy learned, and in a turn-based game without chance its
+    opponents sometimes move at random, so that it meets positions their policies never
+    reach."""
 
     max_env_steps: int | None = attrs.field(default=None, validator=optional(at_least_one))
     min_env_steps: int | None = attrs.field(default=None, validator=optional(at_least_one))
@@ -133,7 +136,7 @@ class TrainingConfig:
     target_win_rate: float | None = attrs.field(default=None, validator=optional(unit_interval))
     keep: Literal["last", "best"] = "last"
     init: Literal["fresh", "previous", "newest_weights"] = "newest_weights"
-    self_play: float = attrs.field(default=0.0, validator=unit_interval)
+    self_play: float | None = attrs.field(default=None, validator=optional(unit_interval))
     opponent_epsilon: float | None = attrs.field(default=None, validator=optional(unit_interval))
     #: psro: best responses learning at once per population (Pipeline PSRO; 1: PSRO).
     pipeline: int = attrs.field(default=1, validator=at_least_one)
@@ -160,13 +163,15 @@ class TrainingConfig:
         else :data:`ROUND_ENV_STEPS`."""
         return ROUND_ENV_STEPS if self.max_env_steps is None else self.max_env_steps
 
-    def budget(self, algorithm_opponent_epsilon: float = 0.0, *, episode_steps: float = 0.0) -> TrainBudget:
+    def budget(self, algorithm_opponent_epsilon: float = 0.0, *, episode_steps: float = 0.0,
+               self_play: float = 0.0) -> TrainBudget:
         """The budget of one training run: every :class:`~popmarl.records.TrainBudget`
         field from the field of the same name here, the budget that follows learning
         where none is set (see the class docstring; ``episode_steps``: a game's mean env
         steps, :attr:`popmarl.env_traits.EnvTraits.episode_steps`); ``opponent_epsilon``,
-        when not set, from the learner's algorithm
-        (:attr:`popmarl.algorithm.Algorithm.opponent_epsilon`)."""
+        when not set, from the learner's algorithm and the env
+        (:func:`popmarl.algorithm.opponent_exploration`), ``self_play`` from the env
+        (:func:`popmarl.algorithm.default_self_play`)."""
         from popmarl.records import TrainBudget
 
         fields = {f.name: getattr(self, f.name) for f in attrs.fields(TrainBudget)}
@@ -178,6 +183,8 @@ class TrainingConfig:
             fields["max_env_steps"] = max(cap, fields["min_env_steps"] or 0)
         if self.opponent_epsilon is None:
             fields["opponent_epsilon"] = algorithm_opponent_epsilon
+        if self.self_play is None:
+            fields["self_play"] = self_play
         return TrainBudget(**fields)
 
 

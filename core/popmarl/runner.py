@@ -162,7 +162,7 @@ def run(config: RunConfig, out: str | None = None, *, resume: str | None = None,
               for p in mapping.populations}
     scenario.check_agents(agents)
     scenario.check_solver(solver, mapping=mapping, agents=agents)
-    if config.training.self_play > 0 and len({(s.observation_space, s.action_space) for s in spaces.values()}) > 1:
+    if (config.training.self_play or 0) > 0 and len({(s.observation_space, s.action_space) for s in spaces.values()}) > 1:
         raise ConfigError("training.self_play: copies of a learner can play the other seats only when all populations share "
                           "observation and action spaces; set it to 0 for this env")
     for agent in agents.values():  # last: an exact oracle's check may enumerate the game

@@ -24,7 +24,7 @@ import attrs
 import numpy as np
 
 from popmarl.agent import AgentInterface
-from popmarl.algorithm import opponent_exploration
+from popmarl.algorithm import default_self_play, opponent_exploration
 from popmarl.config import DEFAULT_MAX_WALL_TIME_S, RunConfig, StoppingConfig
 from popmarl.env import ExactEnv, MixedProfile
 from popmarl.errors import ConfigError
@@ -281,7 +281,8 @@ class PSRO(IterativeScenario):
         tasks = []
         for k, population in enumerate(ctx.mapping.populations):
             budget = training.budget(opponent_exploration(ctx.agents[population].algorithm, ctx.env),
-                                     episode_steps=traits_of(ctx.env).episode_steps)
+                                     episode_steps=traits_of(ctx.env).episode_steps,
+                                     self_play=0.0 if state.joint is not None else self._self_play())
             seat = ctx.env.agents.index(ctx.mapping.agents_of(population)[0])
             jobs = [(opponents, None)] if state.joint is None else [((), j) for j in self._joint_opponents(state, seat)]
             for j, (seats, joint) in enumerate(jobs):
@@ -323,7 +324,7 @@ class PSRO(IterativeScenario):
         tasks = []
         for k, population in enumerate(ctx.mapping.populations):
             budget = training.budget(opponent_exploration(ctx.agents[population].algorithm, ctx.env),
-                                     episode_steps=traits_of(ctx.env).episode_steps)
+                                     episode_steps=traits_of(ctx.env).episode_steps, self_play=self._self_play())
             for level, key in enumerate(actives[population]):
                 sizes = [len(state.policies[population_of[a]])
                          + len([t for t in actives[population_of[a]][:level] if t in state.learners]) for a in agents]
@@ -425,6 +426,11 @@ class PSRO(IterativeScenario):
                     total += weight * max(value - on_policy, 0.0)
             gaps[name] = total
         return gaps
+
+    def _self_play(self) -> float:
+        """A best response's share of self-play episodes when ``training.self_play`` is unset
+        (:func:`popmarl.algorithm.default_self_play`)."""
+        return default_self_play(self.ctx.env, [agent.space for agent in self.ctx.agents.values()])
 
     def _init(self, state: PSROState, population: str, warm: bool, from_newest: bool) -> LearnerInit:
         """A new learner on the population's newest weights (``newest_weights``; fresh while
