@@ -108,6 +108,26 @@ def test_episode_server_puts_one_batch_per_learner_of_a_task() -> None:
     asyncio.run(scenario())
 
 
+def test_an_on_policy_stream_opens_with_its_wish_and_a_worker_gets_no_more_of_it() -> None:
+    """Two co-learning on-policy learners: a worker that reserves while only one stream
+    is open gets nothing; once both are open, exactly the wished games of those versions.
+    (Opened first and wished for after, the second stream took unlimited games of its
+    first version from a worker in between: it later dropped them as stale, and a run on
+    one worker stopped equalling the local one.)"""
+    async def scenario() -> None:
+        server = EpisodeServerActor()
+        held = [("t/a", 1), ("t/b", 1)]
+        await server.open("t/a", (1, 32))
+        assert await server.reserve(held, 100, 0.01) == (0, -1)  # t/b is not open yet
+        await server.open("t/b", (1, 32))
+        assert await server.reserve(held, 100, 0.01) == (32, 0)
+        assert await server.reserve(held, 100, 0.01) == (0, -1)  # used up until the next wish
+        await server.open("t/off")  # an off-policy learner's stream: no wish, no limit
+        assert await server.reserve([("t/off", 3)], 100, 0.01) == (100, -1)
+
+    asyncio.run(scenario())
+
+
 def test_episode_server_drops_the_streams_of_ended_attempts() -> None:
     async def scenario() -> None:
         server = EpisodeServerActor(capacity=5)

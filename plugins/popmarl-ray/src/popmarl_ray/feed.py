@@ -80,19 +80,24 @@ class RayFeed(Feed):
     def _want(self, key: str) -> None:
         """An on-policy learner's next batch: ``episodes_per_update`` games of its current version."""
         if self.on_policy[key]:
-            ray.get(self.data_actor.want.remote(self.streams[key], self.versions[key],
-                                                self.task.budget.episodes_per_update))
+            ray.get(self.data_actor.want.remote(self.streams[key], *self._wish(key)))
             self._wanted_at[key] = time.monotonic()
+
+    def _wish(self, key: str) -> tuple[int, int]:
+        return self.versions[key], self.task.budget.episodes_per_update
 
     def oldest(self, key: str, version: int) -> int:
         return version - self.staleness[key]
 
     def next(self) -> Fed:
         if not self._opened:  # every learner's first weights are published: the workers may play
-            ray.get([self.data_actor.open.remote(stream) for stream in self.streams.values()])
+            # Each on-policy stream opens with its wish: opened first and wished for after, a
+            # stream would take unlimited games of its first version from a worker in between
+            # (while another learner's wish already held it back): games it then drops as stale.
+            ray.get([self.data_actor.open.remote(stream, self._wish(key) if self.on_policy[key] else None)
+                     for key, stream in self.streams.items()])
             self._opened = True
-            for key in self.streams:
-                self._want(key)
+            self._wanted_at = dict.fromkeys(self.streams, time.monotonic())
         first, *others = self.streams
         wanted = self.task.budget.episodes_per_update
         batches = {first: self._take(first, wanted, TAKE_TIMEOUT_S)}

@@ -159,12 +159,16 @@ class EpisodeServerActor:
             self._streams[key] = _Stream(self.capacity)
         return self._streams[key]
 
-    async def open(self, key: str) -> None:
-        """Start accepting episodes for ``key`` (not once it was closed)."""
+    async def open(self, key: str, want: tuple[int, int] | None = None) -> None:
+        """Start accepting episodes for ``key`` (not once it was closed); an on-policy
+        learner's stream opens with its first wish, ``want``: ``(version, games)`` (see
+        :meth:`want`), so that no worker finds it open without one and plays it unlimited."""
         if key in self._closed:
             return
         stream = self._stream(key)
         async with stream.changed:
+            if want is not None:
+                stream.quota = Quota(version=want[0], remaining=want[1])
             stream.state = OPEN
             stream.changed.notify_all()
 
