@@ -8,7 +8,7 @@ validated against the component's own ``Config``.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -144,6 +144,14 @@ class TrainingConfig:
     def __attrs_post_init__(self) -> None:
         if self.min_env_steps is not None and self.max_env_steps is not None and self.min_env_steps > self.max_env_steps:
             raise ValueError(f"min_env_steps ({self.min_env_steps}) exceeds max_env_steps ({self.max_env_steps})")
+
+    def given(self, names: Iterable[str]) -> list[str]:
+        """Which of the fields ``names`` the config sets (differ from the default); a
+        ``self_play`` of 0 counts as unset: it is what the config of a run made before
+        self-play followed the env holds, and means no self-play either way."""
+        defaults = TrainingConfig()
+        return [name for name in names if getattr(self, name) != getattr(defaults, name)
+                and not (name == "self_play" and self.self_play == 0)]
 
     @property
     def capped(self) -> bool:

@@ -100,3 +100,13 @@ def test_traits_are_measured_once_per_env_object_even_an_unhashable_one() -> Non
     env = Unhashable(game="rps")
     assert traits_of(env) is traits_of(env)
     assert traits_of(MatrixEnv(game="rps")) == traits_of(env)
+
+
+def test_the_training_keys_a_config_sets_count_an_old_configs_self_play_of_0_as_unset() -> None:
+    """Runs made before self-play followed the env saved ``self_play: 0.0``: a marl or
+    league run resumed from one is not refused for setting a psro-only key."""
+    keys = ("self_play", "opponent_epsilon", "keep")
+    assert TrainingConfig(self_play=0.0).given(keys) == []
+    assert TrainingConfig(self_play=0.5, keep="best").given(keys) == ["self_play", "keep"]
+    assert TrainingConfig().budget(self_play=0.5).self_play == 0.5  # unset: the env's default ...
+    assert TrainingConfig(self_play=0.0).budget(self_play=0.5).self_play == 0.0  # ... set: the config's

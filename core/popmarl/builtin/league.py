@@ -43,7 +43,7 @@ import numpy as np
 
 from popmarl.agent import AgentInterface
 from popmarl.algorithm import opponent_exploration
-from popmarl.config import ComponentConfig, RunConfig, TrainingConfig
+from popmarl.config import ComponentConfig, RunConfig
 from popmarl.env import ExactEnv, MixedProfile
 from popmarl.errors import ConfigError
 from popmarl.league_roles import (
@@ -170,11 +170,10 @@ class League(IterativeScenario):
             raise ConfigError(f"scenario: a league is for two-player games; this env has {len(seats)} seats")
         if len(mapping.populations) == 2 and any(len(mapping.agents_of(p)) != 1 for p in mapping.populations):
             raise ConfigError("agents.mapping: a league needs one population for both seats (shared) or one per seat")
-        defaults = TrainingConfig()
-        for name in UNUSED_TRAINING:
-            if getattr(config.training, name) != getattr(defaults, name):
-                raise ConfigError(f"training.{name}: not used by the league scenario (its players carry on, "
-                                  "snapshot and reset as their roles say); remove it")
+        unused = config.training.given(UNUSED_TRAINING)
+        if unused:
+            raise ConfigError(f"training.{unused[0]}: not used by the league scenario (its players carry on, "
+                              "snapshot and reset as their roles say); remove it")
         if config.stopping.patience is not None:
             raise ConfigError("stopping.patience: psro only (a league's players never stop finding "
                               "improvements to learn); stop a league by max_iterations, max_wall_time_s or "

@@ -22,7 +22,7 @@ import attrs
 import numpy as np
 import yaml
 
-from popmarl.config import RunConfig, TrainingConfig
+from popmarl.config import RunConfig
 from popmarl.env import ExactEnv
 from popmarl.agent import AgentInterface
 from popmarl.errors import CheckpointError, ConfigError
@@ -148,11 +148,10 @@ class MARL(IterativeScenario):
         self._frozen_runs()  # their form; what they name is read by check_agents
         # Set in a marl run, these would be silently ignored; a value equal to the default
         # cannot be told from an unset one, and changes nothing either.
-        defaults = TrainingConfig()
-        for name in PSRO_ONLY_TRAINING:
-            if getattr(config.training, name) != getattr(defaults, name):
-                raise _psro_only(f"training.{name}", "marl co-trains every learner for the training budget: "
-                                 "max_env_steps, max_episodes, max_wall_time_s")
+        psro_only = config.training.given(PSRO_ONLY_TRAINING)
+        if psro_only:
+            raise _psro_only(f"training.{psro_only[0]}", "marl co-trains every learner for the training budget: "
+                             "max_env_steps, max_episodes, max_wall_time_s")
         for name in ("target_nash_conv", "patience"):
             if getattr(config.stopping, name) is not None:
                 raise _psro_only(f"stopping.{name}", "marl stops at stopping.max_iterations or "
