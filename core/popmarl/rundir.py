@@ -21,6 +21,7 @@ import numpy as np
 
 from popmarl.atomic import json_default, write_bytes, write_json, write_npz, write_text
 from popmarl.errors import CheckpointError, ConfigError, ResumeError, UserError
+from popmarl.interrupts import uninterrupted
 from popmarl.records import LearnerState, Weights
 
 _FILE_NAME = re.compile(r"[A-Za-z0-9_.-]+")
@@ -159,6 +160,11 @@ class RunDirectory:
         """Write the iteration's arrays, learner states and history lines, then atomically
         point ``state.json`` at them: the checkpoint holds ``state["iteration"]`` history
         lines, and the ``learners`` given (read back by :meth:`load_learners`)."""
+        with uninterrupted():  # a stop signal waits until the checkpoint is whole
+            return self._commit(state, arrays, new_history, learners)
+
+    def _commit(self, state: Mapping[str, Any], arrays: Mapping[str, np.ndarray],
+                new_history: Sequence[Mapping[str, Any]], learners: Mapping[str, LearnerState] | None) -> Path:
         iteration = int(state["iteration"])
         name = f"iter-{iteration:06d}.npz"
         write_npz(self.checkpoints / name, arrays)
