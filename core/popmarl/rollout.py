@@ -98,11 +98,13 @@ class _Recorder:
         self.clear(slot)
         return episode
 
-    def clear(self, slot: int) -> None:
-        """Drop the slot's episode; its next decisions start a new one."""
-        self._episode_of_slot[slot] = self._next_id
-        self._next_id += 1
-        self._last_row[slot] = -1
+    def clear(self, slots: int | np.ndarray) -> None:
+        """Drop the episode of ``slots`` (one or an array of them); their next decisions
+        start new ones."""
+        n = np.size(slots)
+        self._episode_of_slot[slots] = np.arange(self._next_id, self._next_id + n) if n != 1 else self._next_id
+        self._next_id += n
+        self._last_row[slots] = -1
 
     def rows_of(self, learner: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None, np.ndarray]:
         """``learner``'s filed rows in time order: (position of their episode, obs,
@@ -270,18 +272,37 @@ class OpponentDraw:
 
     def draw(self, rng: np.random.Generator, agents: Sequence[str]) -> dict[str, Policy]:
         """A policy for each of ``agents`` (in order; the joint profile first, if any)."""
-        drawn: dict[str, Policy] = {}
+        return self.profile(self.choose(rng, agents), agents)
+
+    def choose(self, rng: np.random.Generator, agents: Sequence[str]) -> tuple[int, ...]:
+        """What :meth:`draw` draws, as indices (the joint profile's, -1 without one, then
+        each of ``agents``' policy, -1 where the joint profile seats it): :meth:`profile`
+        turns them into policies."""
+        joint = -1
+        seated: tuple[str, ...] = ()
         if self.joint is not None:
             assert self._joint_cdf is not None
-            joint_agents, profiles, _ = self.joint
-            profile = profiles[_choose(self._joint_cdf, rng)]
-            drawn.update({a: p for a, p in zip(joint_agents, profile) if a in agents})
+            joint = _choose(self._joint_cdf, rng)
+            seated = self.joint[0]
+        chosen = [joint]
         for agent in agents:
-            if agent in drawn:
+            if agent in seated:
+                chosen.append(-1)
                 continue
             if agent not in self.seats:
                 raise ValueError(f"train task: no opponents for seat {agent} (give a mixture or a joint distribution)")
-            drawn[agent] = self.seats[agent][0][_choose(self._cdf[agent], rng)]
+            chosen.append(_choose(self._cdf[agent], rng))
+        return tuple(chosen)
+
+    def profile(self, chosen: tuple[int, ...], agents: Sequence[str]) -> dict[str, Policy]:
+        """The policies of ``agents`` that :meth:`choose` chose as ``chosen``."""
+        drawn: dict[str, Policy] = {}
+        if self.joint is not None:
+            joint_agents, profiles, _ = self.joint
+            drawn.update({a: p for a, p in zip(joint_agents, profiles[chosen[0]]) if a in agents})
+        for agent, k in zip(agents, chosen[1:]):
+            if k >= 0:
+                drawn[agent] = self.seats[agent][0][k]
         return drawn
 
 
@@ -362,22 +383,39 @@ class RolloutWorker:
         rng = np.random.default_rng(seed)
         started = 0
         copies = [OpponentCopy(seating.policy) for seating in learners]
+        # Episodes with the same draws share one profile and tag (few distinct ones: the
+        # table then keeps a slot's codes when its next episode draws the same).
+        drawn: dict[tuple[Any, ...], tuple[dict[str, Policy], tuple[str, ...]]] = {}
 
         def sample(steps: int) -> tuple[Mapping[str, Policy], tuple[str, ...]] | None:
             nonlocal started
             if (max_episodes is not None and started >= max_episodes) or (max_steps is not None and steps >= max_steps):
                 return None
             started += 1
-            profile: dict[str, Policy] = {}
-            for seating in learners:
-                seats = seating.seats
-                if seating.one_seat:
-                    seats = (seats[int(rng.integers(len(seats)))],)
-                profile.update({seat: seating.policy_at(seat) for seat in seats})
-            if self_play > 0 and rng.random() < self_play:
-                profile.update({a: copies[0] for a in self.agents if a not in profile})
+            choice: list[Any] = [
+                int(rng.integers(len(seating.seats))) if seating.one_seat else -1 for seating in learners]
+            playing = self_play > 0 and rng.random() < self_play
+            if playing:
+                choice.append(None)
             else:
-                profile.update(opponents.draw(rng, [a for a in self.agents if a not in profile]))
+                taken = {seat for seating, k in zip(learners, choice)
+                         for seat in (seating.seats if k < 0 else (seating.seats[k],))}
+                rest = [a for a in self.agents if a not in taken]
+                choice.append(opponents.choose(rng, rest))
+            key = tuple(choice)
+            if key not in drawn:
+                drawn[key] = profile_of(key)
+            return drawn[key]
+
+        def profile_of(key: tuple[Any, ...]) -> tuple[dict[str, Policy], tuple[str, ...]]:
+            profile: dict[str, Policy] = {}
+            for seating, k in zip(learners, key):
+                profile.update({seat: seating.policy_at(seat) for seat in (seating.seats if k < 0 else (seating.seats[k],))})
+            rest = [a for a in self.agents if a not in profile]
+            if key[-1] is None:
+                profile.update({a: copies[0] for a in rest})
+            else:
+                profile.update(opponents.profile(key[-1], rest))
             return profile, tuple(_name(profile[a], names) for a in self.agents)
 
         names = {**opponents.names, **{id(copy): f"self-play:{s.name}" for copy, s in zip(copies, learners)},
@@ -436,11 +474,13 @@ class RolloutWorker:
         learner_codes: set[int] = set()
         # A joint-view learner's rows come from the joint recorder: not copied twice.
         recorded: set[int] = set()
+        learner_of_code: list[int] = []  # by table code: the learner it is (-1: none)
         coded = 0  # the table's policies seen so far (it only grows)
         try:
             while table.any_active():
                 for c in range(coded, len(table.policies)):
                     k = learner_of.get(id(table.policies[c]))
+                    learner_of_code.append(-1 if k is None else k)
                     if k is not None:
                         learner_codes.add(c)
                         if not joint_wanted[k]:
@@ -472,19 +512,30 @@ class RolloutWorker:
                 returns.append(step.returns[live])
                 truncations.append(step.truncated[live])
                 cuts = _cuts(step) if recorders else {}
-                for row in np.flatnonzero(live):
-                    slot = int(step.finished[row])
+                rows = np.flatnonzero(live)
+                slots = step.finished[rows]
+                # Per recorder, the learner that played its agent in each finished game
+                # (-1: none; the table's IDLE code -1 reads the trailing -1): the others'
+                # episodes are dropped at once.
+                learner_at = np.asarray([*learner_of_code, -1], dtype=np.int64)
+                seated = {}
+                for agent, rec in recorders.items():
+                    ks = learner_at[table.code[agent][slots]]
+                    rec.clear(slots[ks < 0])
+                    seated[agent] = ks.tolist()
+                returns_of = step.returns[rows].tolist()
+                truncated_of = step.truncated[rows].tolist()
+                for i, slot in enumerate(slots.tolist()):
                     tags.append(slot_tag[slot])
                     if whole is not None:
-                        self._file_joint(whole, table, slot, step, int(row), cuts, learner_of, joint_learners, names)
+                        self._file_joint(whole, table, slot, step, int(rows[i]), cuts, learner_of, joint_learners,
+                                         names)
                     for agent, rec in recorders.items():
-                        policy = table.policy_at(agent, slot)
-                        k = learner_of.get(id(policy)) if policy is not None else None
-                        if k is None:
-                            rec.clear(slot)
+                        k = seated[agent][i]
+                        if k < 0:
                             continue
-                        cut = cuts.get((agent, slot)) if step.truncated[row] else None
-                        episode = rec.finish(slot, k, len(kept[k]), step.returns[row][agent_index[agent]], cut)
+                        cut = cuts.get((agent, slot)) if truncated_of[i] else None
+                        episode = rec.finish(slot, k, len(kept[k]), returns_of[i][agent_index[agent]], cut)
                         if episode is not None:
                             kept[k].append((rec, episode))
                     refill(slot)

@@ -218,3 +218,33 @@ def test_opponent_noise_and_idle_games_respect_each_entrys_bounds() -> None:
     assert applied[:, 0].min() >= 0 and applied[:, 0].max() <= 1
     assert applied[:, 1].min() >= -1 and applied[:, 1].max() <= 5
     assert len(np.unique(applied[:, 1])) > 3  # random draws (idle games play a fixed legal action)
+
+
+def test_an_opponent_draw_chosen_as_indices_is_the_draw_and_takes_the_same_random_numbers() -> None:
+    """``choose`` then ``profile`` gives what ``draw`` gives, from the same generator state,
+    and leaves the generator where ``draw`` leaves it (explore caches profiles by choice)."""
+    pool = [_First() for _ in range(4)]
+    joint = (("a",), [[pool[0]], [pool[1]]], np.array([0.4, 0.6]))
+    for draw in (OpponentDraw({"a": (pool[:3], np.array([0.2, 0.3, 0.5])), "b": (pool[1:], np.full(3, 1 / 3))}),
+                 OpponentDraw({"b": (pool, np.full(4, 0.25))}, joint)):
+        for seed in range(20):
+            by_draw, by_index = np.random.default_rng(seed), np.random.default_rng(seed)
+            drawn = draw.draw(by_draw, ["a", "b"])
+            chosen = draw.choose(by_index, ["a", "b"])
+            assert draw.profile(chosen, ["a", "b"]) == drawn
+            assert by_draw.random() == by_index.random()
+
+
+def test_explore_seats_episodes_with_equal_draws_under_one_profile() -> None:
+    """Episodes that draw the same opponents share one profile object and tag, and every
+    learner episode is kept (the cache does not merge or drop games)."""
+    env = _Clock(length=2, truncate=False)
+    learner, others = _First(), [_First(), _First()]
+    draw = OpponentDraw({a: (others, np.array([0.5, 0.5])) for a in env.agents})
+    draw.names = {id(others[0]): "x", id(others[1]): "y"}
+    played = RolloutWorker(env=env, num_envs=3).explore(
+        learners=[Seating(policy=learner, seats=("a", "b"), one_seat=True)], opponents=draw, max_episodes=40,
+        max_steps=None, seed=3)
+    assert len(played.tags) == 40 and len(played.episodes[0]) == 40
+    assert len(set(played.tags)) == 4  # the learner's seat (2) times its opponent (2)
+    assert len({id(tag) for tag in played.tags}) == 4

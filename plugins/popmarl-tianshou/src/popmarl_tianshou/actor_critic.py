@@ -137,9 +137,10 @@ class OnPolicyTrainer(Trainer):
 
     def update(self, episodes: Sequence[Episode]) -> Mapping[str, float]:
         batch = transitions(episodes, self.policy.space)
-        if not len(batch):
+        rows = len(batch)  # walks every field of the batch: once
+        if not rows:
             return {}
-        self.devices.decide(rows=min(self.batch_size or len(batch), len(batch)), acting_rows=len(episodes))
+        self.devices.decide(rows=min(self.batch_size or rows, rows), acting_rows=len(episodes))
         algorithm, copies = self._placed()
         with copies.training(), policy_within_training_step(algorithm.policy), numpy_random(self._rng):
             stats = on_policy_update(algorithm, batch, batch_size=self.batch_size, repeat=self.epochs)

@@ -189,11 +189,12 @@ class DQNTrainer(Trainer):
         assert self.copies is not None
         batch = transitions(episodes, self.policy.space)
         append(self.buffer, batch)
-        self.decisions += len(batch)
+        rows = len(batch)  # walks every field of the batch: once
+        self.decisions += rows
         self.policy.eps = self.epsilon()
         losses: list[float] = []
         if len(self.buffer) >= max(c.learning_starts, c.batch_size):
-            self._owed += len(batch) * self.updates_per_step
+            self._owed += rows * self.updates_per_step
             steps, self._owed = int(self._owed), self._owed - int(self._owed)
             # Tianshou's update(buffer, sample_size) per step, with the train-mode and
             # training-step switches set once for all steps (they walk every module), and
