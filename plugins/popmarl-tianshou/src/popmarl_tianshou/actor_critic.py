@@ -72,7 +72,7 @@ def on_policy_update(algorithm: TianshouA2C, batch: Batch, *, batch_size: int | 
     ``_update_with_batch`` without the fields no loss reads (:data:`UNREAD`).
     Tested equal to ``update`` by ``tests/plugins/tianshou/test_on_policy_update.py``."""
     buffer = to_buffer(batch)
-    indices = np.arange(len(batch))
+    indices = np.arange(len(buffer))
     # What buffer[indices] gives (``info`` too), in a batch of its own: the preprocessing
     # adds fields and converts ``act``, which the buffer's batch must not see.
     sample = Batch(info=Batch())

@@ -100,10 +100,11 @@ def transitions(episodes: Sequence[Episode], space: PolicySpace) -> Batch:
 def to_buffer(batch: Batch, *, seed: int = 0) -> ReplayBuffer:
     """A replay buffer holding exactly ``batch`` (in order, so whole episodes stay
     contiguous for returns and advantages)."""
-    buffer = ReplayBuffer(len(batch), random_seed=seed)
+    rows = len(batch)  # walks every field of the batch: once
+    buffer = ReplayBuffer(rows, random_seed=seed)
     buffer.set_batch(batch)
-    buffer._size = len(batch)
-    buffer.last_index[0] = len(batch) - 1
+    buffer._size = rows
+    buffer.last_index[0] = rows - 1
     return buffer
 
 
