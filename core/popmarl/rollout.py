@@ -10,7 +10,7 @@ integer table, so grouping the rows of a decision by policy is a few numpy calls
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -392,8 +392,9 @@ class RolloutWorker:
             if (max_episodes is not None and started >= max_episodes) or (max_steps is not None and steps >= max_steps):
                 return None
             started += 1
-            choice: list[Any] = [
-                int(rng.integers(len(seating.seats))) if seating.one_seat else -1 for seating in learners]
+            # (one seat to draw from takes no random number: numpy's integers(1) draws none)
+            choice: list[Any] = [(0 if len(seating.seats) == 1 else int(rng.integers(len(seating.seats))))
+                                 if seating.one_seat else -1 for seating in learners]
             playing = self_play > 0 and rng.random() < self_play
             if playing:
                 choice.append(None)
@@ -421,11 +422,13 @@ class RolloutWorker:
         names = {**opponents.names, **{id(copy): f"self-play:{s.name}" for copy, s in zip(copies, learners)},
                  **{id(p): s.name for s in learners for p in s.policies}}
         return self.run(sample, seed=seed, explore=True, learners=[s.policies for s in learners],
-                        opponent_epsilon=opponent_epsilon, joint=[s.joint for s in learners], names=names)
+                        opponent_epsilon=opponent_epsilon, joint=[s.joint for s in learners], names=names,
+                        learner_seats={seat for s in learners for seat in s.seats})
 
     def run(
         self, sample: Sampler, *, seed: int, explore: bool, learners: Sequence[Policy | Sequence[Policy]] = (),
         opponent_epsilon: float = 0.0, joint: Sequence[bool] = (), names: Mapping[int, str] | None = None,
+        learner_seats: Collection[str] | None = None,
     ) -> Rollouts:
         """Play episodes until ``sample`` returns None for every free slot. Policies in
         ``learners`` act with ``explore`` and their trajectories are kept; the others'
@@ -436,7 +439,8 @@ class RolloutWorker:
         (:class:`~popmarl.trajectories.JointEpisodes`: every seat's rows, the state where
         the env has one) instead of its own decisions; ``names`` (by ``id`` of a policy)
         names the policies its rows say played each seat. Other seats' rows are recorded
-        only when some learner asks for the joint view."""
+        only when some learner asks for the joint view. ``learner_seats``: the seats
+        ``sample`` may give a learner (None: any); the others' decisions are not tracked."""
         # Streams independent of each other and of a caller's default_rng(seed) (explore
         # draws opponents from one): shared streams correlate opponents, actions and chance.
         act_seed, env_seed = (int(s.generate_state(1)[0]) for s in np.random.SeedSequence(seed).spawn(2))
@@ -470,7 +474,8 @@ class RolloutWorker:
         for slot in range(self.num_envs):
             refill(slot)
         agent_index = {a: k for k, a in enumerate(self.agents)}
-        recorders = {a: _Recorder(a, self.num_envs) for a in self.agents} if learners else {}
+        recorders = {a: _Recorder(a, self.num_envs) for a in self.agents
+                     if learner_seats is None or a in learner_seats} if learners else {}
         learner_codes: set[int] = set()
         # A joint-view learner's rows come from the joint recorder: not copied twice.
         recorded: set[int] = set()
