@@ -33,16 +33,21 @@ counts them) per CPU second of this process:
   torch on random tensors of the same shapes (:func:`torch_floor`). ``floor/rollout`` is
   the most any implementation of these defaults could reach on this core.
 
-Ratios are train/rollout and train/tianshou, against the others measured in the same
-run, with the issue-15 targets (ppo, a2c: train ≥ 0.5× rollout; dqn ≥ 0.25×; all ≥ 5×
-Tianshou). dqn's replay ratio is gradient samples (gradient steps × batch size) per env
-step. CPU time is the headline: other jobs on a shared machine barely move it.
+Ratios are train/rollout, train/floor and train/tianshou, against the others measured in
+the same run, with their targets (issue 15: ppo, a2c train ≥ 0.5× rollout, dqn ≥ 0.25×,
+all ≥ 5× Tianshou; issue 34: train ≥ 0.75× floor). dqn's replay ratio is gradient samples
+(gradient steps × batch size) per env step. CPU time is the headline: other jobs on a
+shared machine barely move it. With ``--runs N`` every setting is measured N times (run k
+takes the settings in an order rotated by k, so slow phases of a shared machine spread
+over all of them) and the table shows medians, train/floor with its lowest and highest;
+``--json`` then holds the medians and, under each row's ``runs``, every run's rows.
 
 With ``--device cuda`` Tianshou's side runs on the GPU too; its ``MultiAgentPolicy`` needs the
 learner's acts as numpy there (:func:`_acts_to_numpy`).
 
     python benchmarks/learning.py [--algorithms dqn ppo a2c] [--games leduc tictactoe]
-        [--steps 50000] [--device cpu] [--profile] [--algorithm-param K=V ...] [--json]
+        [--steps 50000] [--runs 1] [--device cpu] [--profile] [--algorithm-param K=V ...]
+        [--no-tianshou] [--json]
 """
 
 from __future__ import annotations
@@ -57,7 +62,7 @@ import os
 import pstats
 import time
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -76,6 +81,8 @@ ALGORITHMS = ("dqn", "ppo", "a2c")
 #: Issue 15's targets: train/rollout at least this, and train/tianshou at least 5.
 ROLLOUT_TARGET = {"dqn": 0.25, "ppo": 0.5, "a2c": 0.5}
 TIANSHOU_TARGET = 5.0
+#: Issue 34's target: the loop at least this share of its torch floor (median of 5 runs).
+FLOOR_TARGET = 0.75
 
 
 @attrs.frozen(kw_only=True)
@@ -423,6 +430,8 @@ def measure(setting: Setting, steps: int, profile: bool, tianshou: bool) -> dict
     row["train_over_rollout"] = row["train_steps_per_s"] / row["rollout_steps_per_s"]
     row["rollout_target"] = ROLLOUT_TARGET.get(setting.algorithm)
     row.update(torch_floor(setting, row))
+    row["train_over_floor"] = row["train_steps_per_s"] / row["floor_steps_per_s"]
+    row["floor_target"] = FLOOR_TARGET
     if tianshou:
         per_step = row["gradient_steps"] / row["train_env_steps"] if "replay_ratio" in row else None
         row.update(tianshou_train(setting, steps, row["num_envs"], row["episodes_per_update"], per_step))
@@ -437,22 +446,38 @@ def met(value: float | None, target: float | None) -> str:
     return f"{value:.2f}x {'met' if value >= target else 'NOT met'} (>= {target:g})"
 
 
-def print_table(results: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> None:
+def medians(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """One row of several runs' rows of a setting: the median of each number (the first
+    run's value for the rest), and train/floor's lowest and highest."""
+    out: dict[str, Any] = dict(rows[0])
+    for key, value in rows[0].items():
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            out[key] = float(np.median([row[key] for row in rows]))
+    ratios = [row["train_over_floor"] for row in rows]
+    out["train_over_floor_range"] = [min(ratios), max(ratios)]
+    return out
+
+
+def print_table(results: Mapping[str, Mapping[str, Mapping[str, Any]]], runs: int = 1) -> None:
     head = (f"{'algorithm':9s} {'game':10s} {'train/s':>9s} {'rollout/s':>10s} {'tianshou/s':>11s} "
-            f"{'train/rollout':>32s} {'floor/rollout':>14s} {'train/tianshou':>30s}  replay ratio")
+            f"{'train/rollout':>32s} {'floor/rollout':>14s} {'train/floor':>30s} {'train/tianshou':>30s}  replay ratio")
     print(head)
     print("-" * len(head))
     for name, games in results.items():
         for game, row in games.items():
             tianshou = row.get("tianshou_steps_per_s")
             replay = f"{row['replay_ratio']:.2f}" if "replay_ratio" in row else "-"
+            low, high = row.get("train_over_floor_range", (None, None))
+            spread = f" [{low:.2f}-{high:.2f}]" if runs > 1 else ""
             print(f"{name:9s} {game:10s} {row['train_steps_per_s']:9,.0f} {row['rollout_steps_per_s']:10,.0f} "
                   f"{(f'{tianshou:,.0f}' if tianshou else '-'):>11s} "
                   f"{met(row['train_over_rollout'], row['rollout_target']):>32s} "
                   f"{row['floor_over_rollout']:>13.2f}x "
+                  f"{met(row['train_over_floor'], row['floor_target']) + spread:>30s} "
                   f"{met(row.get('train_over_tianshou'), row.get('tianshou_target')):>30s}  {replay}")
     print("steps per CPU second of this process; replay ratio: dqn gradient samples per env step; floor: acting "
-          "at the rollout's speed plus the same gradient steps as bare torch (torch_floor)")
+          "at the rollout's speed plus the same gradient steps as bare torch (torch_floor)"
+          + (f"; medians of {runs} runs, train/floor's lowest-highest in brackets" if runs > 1 else ""))
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -460,6 +485,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--algorithms", nargs="+", default=list(ALGORITHMS), choices=ALGORITHMS)
     parser.add_argument("--games", nargs="+", default=list(GAMES), choices=list(GAMES))
     parser.add_argument("--steps", type=int, default=50_000, help="env steps per measurement (default 50000)")
+    parser.add_argument("--runs", type=int, default=1, help="measure every setting this many times; medians (default 1)")
     parser.add_argument("--device", default=None, help="passed as the algorithms' device param when given")
     parser.add_argument("--profile", action="store_true", help="cProfile each popmarl train loop (top 30 by cumulative time, then top 15 by own time)")
     parser.add_argument("--algorithm-param", action="append", default=[], metavar="K=V",
@@ -469,6 +495,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.steps < 1:
         parser.error("--steps: must be at least 1")
+    if args.runs < 1:
+        parser.error("--runs: must be at least 1")
     from popmarl.bench import parse_params
     from popmarl.errors import UserError
 
@@ -480,9 +508,12 @@ def main(argv: list[str] | None = None) -> None:
         params["device"] = args.device
     torch.set_num_threads(1)
     logging.getLogger("tianshou").setLevel(logging.ERROR)
-    results: dict[str, dict[str, dict[str, Any]]] = {}
-    for name in args.algorithms:
-        for game in args.games:
+    settings = [(name, game) for name in args.algorithms for game in args.games]
+    runs: dict[str, dict[str, list[dict[str, Any]]]] = {name: {game: [] for game in args.games}
+                                                        for name in args.algorithms}
+    for k in range(args.runs):
+        shift = k % len(settings)
+        for name, game in settings[shift:] + settings[:shift]:
             try:
                 row = measure(Setting(algorithm=name, params=params, game=game), args.steps, args.profile,
                               not args.no_tianshou)
@@ -492,8 +523,10 @@ def main(argv: list[str] | None = None) -> None:
             if profile:
                 print(f"== profile: {name} on {game} (popmarl train loop, top 30 by cumulative time, then top 15 by own time)")
                 print(profile)
-            results.setdefault(name, {})[game] = row
-    print_table(results)
+            runs[name][game].append(row)
+    results = {name: {game: rows[0] if args.runs == 1 else {**medians(rows), "runs": rows}
+                      for game, rows in games.items()} for name, games in runs.items()}
+    print_table(results, args.runs)
     if args.json:
         print(json.dumps(results))
 

@@ -39,6 +39,32 @@ def test_learning_benchmark_json_last_line() -> None:
             assert (row["gradient_steps"] > 0) == (algorithm == "a2c")
             assert 0 < row["floor_steps_per_s"] <= row["rollout_steps_per_s"]
             assert row["floor_over_rollout"] == pytest.approx(row["floor_steps_per_s"] / row["rollout_steps_per_s"])
+            assert row["train_over_floor"] == pytest.approx(row["train_steps_per_s"] / row["floor_steps_per_s"])
+            assert row["floor_target"] == 0.75
+
+
+def test_learning_benchmark_runs_reports_medians_and_each_run() -> None:
+    """``--runs 3``: each setting measured three times; the row holds the medians, each
+    run's rows, and train/floor's lowest and highest; the table says train/floor."""
+    done = subprocess.run([sys.executable, str(SCRIPT), "--algorithms", "a2c", "--games", "leduc", "tictactoe",
+                           "--steps", "300", "--runs", "3", "--no-tianshou", "--json"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.strip().splitlines()
+    assert "train/floor" in lines[0] and "medians of 3 runs" in lines[-2]
+    for row in json.loads(lines[-1])["a2c"].values():
+        runs = row["runs"]
+        assert len(runs) == 3
+        for key in ("train_steps_per_s", "rollout_steps_per_s", "floor_steps_per_s", "train_over_floor"):
+            assert row[key] == pytest.approx(sorted(run[key] for run in runs)[1])
+        ratios = [run["train_over_floor"] for run in runs]
+        assert row["train_over_floor_range"] == [min(ratios), max(ratios)]
+
+
+def test_learning_benchmark_bad_runs_is_one_line_exit_2() -> None:
+    done = subprocess.run([sys.executable, str(SCRIPT), "--runs", "0"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert "--runs: must be at least 1" in done.stderr and "Traceback" not in done.stderr
 
 
 def test_learning_benchmark_bad_param_is_one_line_exit_2() -> None:
