@@ -395,8 +395,7 @@ class RolloutWorker:
             # (one seat to draw from takes no random number: numpy's integers(1) draws none)
             choice: list[Any] = [(0 if len(seating.seats) == 1 else int(rng.integers(len(seating.seats))))
                                  if seating.one_seat else -1 for seating in learners]
-            playing = self_play > 0 and rng.random() < self_play
-            if playing:
+            if self_play > 0 and rng.random() < self_play:  # copies of the learner in every other seat
                 choice.append(None)
             else:
                 taken = {seat for seating, k in zip(learners, choice)
