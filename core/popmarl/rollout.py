@@ -478,18 +478,20 @@ class RolloutWorker:
         learner_codes: set[int] = set()
         # A joint-view learner's rows come from the joint recorder: not copied twice.
         recorded: set[int] = set()
-        learner_of_code: list[int] = []  # by table code: the learner it is (-1: none)
+        # By table code, the learner it is (-1: none), then a -1 that the IDLE code (-1) reads.
+        learner_at = np.full(1, -1, dtype=np.int64)
         coded = 0  # the table's policies seen so far (it only grows)
         try:
             while table.any_active():
-                for c in range(coded, len(table.policies)):
-                    k = learner_of.get(id(table.policies[c]))
-                    learner_of_code.append(-1 if k is None else k)
-                    if k is not None:
-                        learner_codes.add(c)
-                        if not joint_wanted[k]:
-                            recorded.add(c)
-                coded = len(table.policies)
+                if coded < len(table.policies):
+                    seated_learners = [learner_of.get(id(p)) for p in table.policies[coded:]]
+                    for c, k in enumerate(seated_learners, start=coded):
+                        if k is not None:
+                            learner_codes.add(c)
+                            if not joint_wanted[k]:
+                                recorded.add(c)
+                    learner_at = np.concatenate([learner_at[:-1], [-1 if k is None else k for k in seated_learners], [-1]])
+                    coded = len(table.policies)
                 actions: dict[str, np.ndarray] = {}
                 if whole is not None:
                     whole.begin(np.flatnonzero(table.busy), step.state)
@@ -519,9 +521,7 @@ class RolloutWorker:
                 rows = np.flatnonzero(live)
                 slots = step.finished[rows]
                 # Per recorder, the learner that played its agent in each finished game
-                # (-1: none; the table's IDLE code -1 reads the trailing -1): the others'
-                # episodes are dropped at once.
-                learner_at = np.asarray([*learner_of_code, -1], dtype=np.int64)
+                # (-1: none): the others' episodes are dropped at once.
                 seated = {}
                 for agent, rec in recorders.items():
                     ks = learner_at[table.code[agent][slots]]

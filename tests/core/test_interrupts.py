@@ -20,7 +20,7 @@ def _terminate(signum: int, frame: object) -> None:
     raise Terminated("SIGTERM")
 
 
-def test_a_sigterm_inside_the_block_acts_when_it_ends(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_sigterm_inside_the_block_acts_when_it_ends() -> None:
     previous = signal.signal(signal.SIGTERM, _terminate)
     try:
         done = []
