@@ -32,6 +32,12 @@ counts them) per CPU second of this process:
   the rollout's speed plus the gradient steps the popmarl loop took, each timed as bare
   torch on random tensors of the same shapes (:func:`torch_floor`). ``floor/rollout`` is
   the most any implementation of these defaults could reach on this core.
+* ``loss bound``: the most train/floor can reach while the loss stays Tianshou's (issue
+  34, item 3): the floor's time over acting at the rollout's speed plus the CPU time the
+  train loop spent inside Tianshou's ``_update_with_batch`` (:func:`tianshou_loss_clock`:
+  per DQN gradient step, or per PPO/A2C update's epochs of minibatches: the policy's
+  forward pass, the loss, backward and the optimizer step), as if nothing else cost
+  anything. Where it is below the target, no change outside that method reaches it.
 
 Ratios are train/rollout, train/floor and train/tianshou, against the others measured in
 the same run, with their targets (issue 15: ppo, a2c train ≥ 0.5× rollout, dqn ≥ 0.25×,
@@ -62,7 +68,7 @@ import os
 import pstats
 import time
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -114,6 +120,34 @@ def default_budget(config: Any, steps: int, algorithm: Any, env: Any) -> Any:
     return attrs.evolve(config.training.budget(opponent_exploration(algorithm, env)), max_env_steps=steps)
 
 
+@contextlib.contextmanager
+def tianshou_loss_clock() -> Iterator[list[float]]:
+    """Within the block, CPU seconds spent inside Tianshou's DQN, A2C and PPO
+    ``_update_with_batch`` (the loss, its backward pass and the optimizer step) are summed
+    into the yielded one-element list; the methods are restored after it."""
+    from tianshou.algorithm import A2C, DQN, PPO
+
+    spent = [0.0]
+    originals = {cls: cls.__dict__["_update_with_batch"] for cls in (DQN, A2C, PPO)}
+
+    def timed(original: Any) -> Any:
+        def update_with_batch(*args: Any, **kwargs: Any) -> Any:
+            start = time.process_time()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                spent[0] += time.process_time() - start
+        return update_with_batch
+
+    for cls, original in originals.items():
+        setattr(cls, "_update_with_batch", timed(original))
+    try:
+        yield spent
+    finally:
+        for cls, original in originals.items():
+            setattr(cls, "_update_with_batch", original)
+
+
 def popmarl_train(setting: Setting, steps: int, profile: bool) -> dict[str, Any]:
     """Time one best-response task of player_0 against player_1's initial policy."""
     from popmarl.backend import Components, RunSetup
@@ -150,17 +184,19 @@ def popmarl_train(setting: Setting, steps: int, profile: bool) -> dict[str, Any]
 
     executor.train(task("warm-up", min(2_000, steps), 1))  # first calls, lazy imports
     profiler = cProfile.Profile() if profile else None
-    cpu, wall = time.process_time(), time.perf_counter()
-    if profiler:
-        profiler.enable()
-    result = executor.train(task(learner, steps, 2))
-    if profiler:
-        profiler.disable()
-    cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    with tianshou_loss_clock() as loss_cpu:
+        cpu, wall = time.process_time(), time.perf_counter()
+        if profiler:
+            profiler.enable()
+        result = executor.train(task(learner, steps, 2))
+        if profiler:
+            profiler.disable()
+        cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
     metrics = dict(result.learner_metrics[learner])
     out: dict[str, Any] = {"train_steps_per_s": result.env_steps / cpu, "train_wall_steps_per_s": result.env_steps / wall,
                            "train_env_steps": result.env_steps, "num_envs": config.training.num_envs,
-                           "episodes_per_update": config.training.episodes_per_update}
+                           "episodes_per_update": config.training.episodes_per_update,
+                           "tianshou_loss_cpu_s": loss_cpu[0]}
     algorithm_config = algorithms[learner].config
     out["gradient_steps"] = int(metrics.get("gradient_steps", 0))
     if hasattr(algorithm_config, "updates_per_step"):  # replay: dqn
@@ -432,6 +468,9 @@ def measure(setting: Setting, steps: int, profile: bool, tianshou: bool) -> dict
     row.update(torch_floor(setting, row))
     row["train_over_floor"] = row["train_steps_per_s"] / row["floor_steps_per_s"]
     row["floor_target"] = FLOOR_TARGET
+    steps = row["train_env_steps"]
+    row["loss_bound"] = (steps / row["floor_steps_per_s"]) / (steps / row["rollout_steps_per_s"]
+                                                              + row["tianshou_loss_cpu_s"])
     if tianshou:
         per_step = row["gradient_steps"] / row["train_env_steps"] if "replay_ratio" in row else None
         row.update(tianshou_train(setting, steps, row["num_envs"], row["episodes_per_update"], per_step))
@@ -460,7 +499,8 @@ def medians(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 def print_table(results: Mapping[str, Mapping[str, Mapping[str, Any]]], runs: int = 1) -> None:
     head = (f"{'algorithm':9s} {'game':10s} {'train/s':>9s} {'rollout/s':>10s} {'tianshou/s':>11s} "
-            f"{'train/rollout':>32s} {'floor/rollout':>14s} {'train/floor':>30s} {'train/tianshou':>30s}  replay ratio")
+            f"{'train/rollout':>32s} {'floor/rollout':>14s} {'train/floor':>30s} {'loss bound':>11s} "
+            f"{'train/tianshou':>30s}  replay ratio")
     print(head)
     print("-" * len(head))
     for name, games in results.items():
@@ -474,9 +514,12 @@ def print_table(results: Mapping[str, Mapping[str, Mapping[str, Any]]], runs: in
                   f"{met(row['train_over_rollout'], row['rollout_target']):>32s} "
                   f"{row['floor_over_rollout']:>13.2f}x "
                   f"{met(row['train_over_floor'], row['floor_target']) + spread:>30s} "
+                  f"{row['loss_bound']:>10.2f}x "
                   f"{met(row.get('train_over_tianshou'), row.get('tianshou_target')):>30s}  {replay}")
     print("steps per CPU second of this process; replay ratio: dqn gradient samples per env step; floor: acting "
-          "at the rollout's speed plus the same gradient steps as bare torch (torch_floor)"
+          "at the rollout's speed plus the same gradient steps as bare torch (torch_floor); loss bound: the most "
+          "train/floor can be while Tianshou's _update_with_batch stays (floor over acting at the rollout's speed "
+          "plus the time in it)"
           + (f"; medians of {runs} runs, train/floor's lowest-highest in brackets" if runs > 1 else ""))
 
 

@@ -1,5 +1,6 @@
 """``benchmarks/learning.py`` runs end to end at a tiny size: every algorithm and game it
-is asked for gets its three throughputs and its torch floor, and ``--json`` ends with them as one object."""
+is asked for gets its three throughputs, its torch floor and the bound Tianshou's loss
+sets, and ``--json`` ends with them as one object."""
 
 from __future__ import annotations
 
@@ -41,6 +42,14 @@ def test_learning_benchmark_json_last_line() -> None:
             assert row["floor_over_rollout"] == pytest.approx(row["floor_steps_per_s"] / row["rollout_steps_per_s"])
             assert row["train_over_floor"] == pytest.approx(row["train_steps_per_s"] / row["floor_steps_per_s"])
             assert row["floor_target"] == 0.75
+            # The loss bound: the floor's time over acting at the rollout's speed plus the
+            # CPU time inside Tianshou's _update_with_batch (none before dqn learns).
+            loss_s = row["tianshou_loss_cpu_s"]
+            assert (loss_s > 0) == (row["gradient_steps"] > 0)
+            assert loss_s < row["train_env_steps"] / row["train_steps_per_s"]
+            floor_s = row["train_env_steps"] / row["floor_steps_per_s"]
+            acting_s = row["train_env_steps"] / row["rollout_steps_per_s"]
+            assert row["loss_bound"] == pytest.approx(floor_s / (acting_s + loss_s))
 
 
 def test_learning_benchmark_runs_reports_medians_and_each_run() -> None:
