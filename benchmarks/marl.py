@@ -18,8 +18,14 @@ done-when comparisons: each margin over its standard error (the two rows' SEMs c
 Published figures' conventions are printed beside as context: they differ in reward
 accounting, episode length and budget, so they are not targets.
 
-    nice python benchmarks/marl.py [--env-steps 100000] [--seeds 3] [--iterations 2]
-        [--tasks spread,speaker_listener] [--algorithms ppo,mappo,vdn,qmix,dqn] [--jobs 1] [--json]
+    nice python benchmarks/marl.py [--env-steps 100000] [--seeds 3] [--first-seed 0] [--iterations 2]
+        [--tasks spread,speaker_listener] [--algorithms ppo,mappo,vdn,qmix,dqn]
+        [--param ALGORITHM:KEY=VALUE ...] [--jobs 1] [--json]
+
+``--param`` changes one algorithm's params for every task (a YAML value, over the recipe or
+defaults below; repeatable), e.g. ``--param ppo:clip=0.1 --param mappo:clip=0.1``: each
+run's config is checked before any runs, and a bad one stops the script with one line.
+``--first-seed``: the seeds are ``first_seed .. first_seed + seeds - 1`` (random play's too).
 
 ``--jobs``: runs played at once, each in its own process (each run is seeded and
 single-threaded, so its result does not depend on this; its wall time does). Evaluation
@@ -66,16 +72,24 @@ PUBLISHED = [
 ]
 
 
-def run_one(task: str, algorithm: str, seed: int, env_steps: int, iterations: int, episodes: int) -> dict[str, Any]:
-    """One marl run; its final evaluation, steps and time."""
+def run_config(task: str, algorithm: str, params: dict[str, Any], seed: int, env_steps: int, iterations: int,
+               episodes: int) -> Any:
+    """The parsed ``marl`` config of one run (raises popmarl's ``ConfigError`` on a bad param)."""
     spec = TASKS[task]
-    config = popmarl.validate({
+    return popmarl.validate({
         "scenario": "marl", "seed": seed, "agents": {"mapping": spec["mapping"]},
         "env": {"name": "pettingzoo", "params": {"module": spec["module"], "kwargs": spec["kwargs"]}},
-        "algorithm": {"name": algorithm, "params": PARAMS[algorithm]},
+        "algorithm": {"name": algorithm, "params": params},
         "training": {"max_env_steps": env_steps // iterations, "episodes_per_update": 16, "num_envs": 16},
         "stopping": {"max_iterations": iterations},
         "evaluation": {"episodes_per_entry": episodes}, "trackers": []})
+
+
+def run_one(task: str, algorithm: str, params: dict[str, Any], seed: int, env_steps: int, iterations: int,
+            episodes: int) -> dict[str, Any]:
+    """One marl run; its final evaluation, steps and time."""
+    spec = TASKS[task]
+    config = run_config(task, algorithm, params, seed, env_steps, iterations, episodes)
     start = time.monotonic()
     with tempfile.TemporaryDirectory() as out:
         summary = popmarl.run(config, out=str(Path(out) / "run"))
@@ -92,14 +106,14 @@ def run_one(task: str, algorithm: str, seed: int, env_steps: int, iterations: in
             "seconds": seconds}
 
 
-def random_play(task: str, seeds: int, episodes: int) -> dict[str, Any]:
+def random_play(task: str, seeds: range, episodes: int) -> dict[str, Any]:
     """Uniformly random actions in mpe2 itself: per-agent and team-summed return."""
     import importlib
 
     spec = TASKS[task]
     module = importlib.import_module(spec["module"])
     teams = []
-    for seed in range(seeds):
+    for seed in seeds:
         env = module.parallel_env(**spec["kwargs"])
         totals = []
         for episode in range(episodes):
@@ -136,24 +150,61 @@ def margin(rows: dict[tuple[str, str], dict[str, Any]], task: str, better: str, 
     return f"{task}: {better} {a:.2f} vs {worse} {b:.2f}: difference {a - b:+.2f} = {ratio:+.1f} SE ({verdict})"
 
 
-def main() -> None:
+def algorithm_params(items: list[str], algorithms: list[str]) -> dict[str, dict[str, Any]]:
+    """Each algorithm's params: :data:`PARAMS` with ``--param ALGORITHM:KEY=VALUE`` over them
+    (raises popmarl's ``ConfigError`` naming the item where one is malformed)."""
+    from popmarl.bench import parse_params
+    from popmarl.errors import ConfigError
+
+    params = {algorithm: dict(PARAMS.get(algorithm, {})) for algorithm in algorithms}
+    for item in items:
+        algorithm, sep, pair = item.partition(":")
+        if not sep or algorithm not in params:
+            raise ConfigError(f"--param: expected ALGORITHM:KEY=VALUE with ALGORITHM one of "
+                              f"{', '.join(algorithms)}, got {item!r}")
+        params[algorithm].update(parse_params([pair], f"--param {algorithm}"))
+    return params
+
+
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--env-steps", type=int, default=100_000, help="per run, in agent decisions")
     parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--first-seed", type=int, default=0, help="the first seed (default 0)")
     parser.add_argument("--iterations", type=int, default=2)
     parser.add_argument("--eval-episodes", type=int, default=200)
     parser.add_argument("--tasks", default="spread,speaker_listener")
     parser.add_argument("--algorithms", default="ppo,mappo,vdn,qmix,dqn")
+    parser.add_argument("--param", action="append", default=[], metavar="ALGORITHM:KEY=VALUE",
+                        help="an algorithm param (YAML value) over its recipe or defaults; repeatable")
     parser.add_argument("--jobs", type=int, default=1, help="runs played at once (processes)")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON too")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    from popmarl.errors import UserError
+
     rows: dict[tuple[str, str], dict[str, Any]] = {}
     tasks, algorithms = args.tasks.split(","), args.algorithms.split(",")
+    for name, given, allowed in (("--tasks", tasks, list(TASKS)), ("--algorithms", algorithms, list(PARAMS))):
+        unknown = [x for x in given if x not in allowed]
+        if unknown:
+            parser.error(f"{name}: unknown {', '.join(unknown)}; allowed: {', '.join(allowed)}")
+    if args.seeds < 1:
+        parser.error("--seeds: must be at least 1")
+    seeds = range(args.first_seed, args.first_seed + args.seeds)
     jobs = [(task, algorithm, seed, args.env_steps, args.iterations, args.eval_episodes)
-            for task in tasks for algorithm in algorithms for seed in range(args.seeds)]
-    randoms = {task: random_play(task, args.seeds, args.eval_episodes) for task in tasks}
+            for task in tasks for algorithm in algorithms for seed in seeds]
+    try:
+        params = algorithm_params(args.param, algorithms)
+        for task, algorithm, *rest in jobs:
+            run_config(task, algorithm, params[algorithm], *rest)
+    except UserError as exc:
+        parser.error(str(exc))
+    print("params: " + "; ".join(f"{a} {json.dumps(params[a])}" for a in algorithms) + f"; seeds {list(seeds)}",
+          flush=True)
+    randoms = {task: random_play(task, seeds, args.eval_episodes) for task in tasks}
     with ProcessPoolExecutor(max_workers=args.jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-        futures = [pool.submit(run_one, *job) for job in jobs]
+        futures = [pool.submit(run_one, task, algorithm, params[algorithm], *rest)
+                   for task, algorithm, *rest in jobs]
         for task in tasks:
             rows[(task, "random")] = randoms[task]
             for algorithm in algorithms:
@@ -184,7 +235,7 @@ def main() -> None:
     for line in PUBLISHED:
         print(f"  {line}")
     if args.json:
-        print(json.dumps({f"{t}/{a}": r for (t, a), r in rows.items()}))
+        print(json.dumps({**{f"{t}/{a}": r for (t, a), r in rows.items()}, "params": params, "seeds": list(seeds)}))
 
 
 if __name__ == "__main__":
