@@ -85,11 +85,10 @@ def run_config(task: str, algorithm: str, params: dict[str, Any], seed: int, env
         "evaluation": {"episodes_per_entry": episodes}, "trackers": []})
 
 
-def run_one(task: str, algorithm: str, params: dict[str, Any], seed: int, env_steps: int, iterations: int,
-            episodes: int) -> dict[str, Any]:
-    """One marl run; its final evaluation, steps and time."""
+def run_one(task: str, config: Any) -> dict[str, Any]:
+    """One marl run of ``config`` (from :func:`run_config`); its seed, final evaluation,
+    steps and time."""
     spec = TASKS[task]
-    config = run_config(task, algorithm, params, seed, env_steps, iterations, episodes)
     start = time.monotonic()
     with tempfile.TemporaryDirectory() as out:
         summary = popmarl.run(config, out=str(Path(out) / "run"))
@@ -101,7 +100,7 @@ def run_one(task: str, algorithm: str, params: dict[str, Any], seed: int, env_st
     per_agent = sum(last[f"mean_return/{p}"] * seats[p] for p in populations) / spec["agents"]
     steps = int(last["env_steps"])
     length = last["iteration_env_steps"] / spec["agents"] / max(last["episodes"], 1)
-    return {"per_agent": per_agent, "team": per_agent * spec["agents"], "env_steps": steps,
+    return {"seed": config.seed, "per_agent": per_agent, "team": per_agent * spec["agents"], "env_steps": steps,
             "timesteps": steps / spec["agents"], "episode_length": length,
             "seconds": seconds}
 
@@ -156,7 +155,7 @@ def algorithm_params(items: list[str], algorithms: list[str]) -> dict[str, dict[
     from popmarl.bench import parse_params
     from popmarl.errors import ConfigError
 
-    params = {algorithm: dict(PARAMS.get(algorithm, {})) for algorithm in algorithms}
+    params = {algorithm: dict(PARAMS[algorithm]) for algorithm in algorithms}
     for item in items:
         algorithm, sep, pair = item.partition(":")
         if not sep or algorithm not in params:
@@ -191,20 +190,18 @@ def main(argv: list[str] | None = None) -> None:
     if args.seeds < 1:
         parser.error("--seeds: must be at least 1")
     seeds = range(args.first_seed, args.first_seed + args.seeds)
-    jobs = [(task, algorithm, seed, args.env_steps, args.iterations, args.eval_episodes)
-            for task in tasks for algorithm in algorithms for seed in seeds]
+    jobs = [(task, algorithm, seed) for task in tasks for algorithm in algorithms for seed in seeds]
     try:
         params = algorithm_params(args.param, algorithms)
-        for task, algorithm, *rest in jobs:
-            run_config(task, algorithm, params[algorithm], *rest)
+        configs = [run_config(task, algorithm, params[algorithm], seed, args.env_steps, args.iterations,
+                              args.eval_episodes) for task, algorithm, seed in jobs]
     except UserError as exc:
         parser.error(str(exc))
     print("params: " + "; ".join(f"{a} {json.dumps(params[a])}" for a in algorithms) + f"; seeds {list(seeds)}",
           flush=True)
     randoms = {task: random_play(task, seeds, args.eval_episodes) for task in tasks}
     with ProcessPoolExecutor(max_workers=args.jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-        futures = [pool.submit(run_one, task, algorithm, params[algorithm], *rest)
-                   for task, algorithm, *rest in jobs]
+        futures = [pool.submit(run_one, job[0], config) for job, config in zip(jobs, configs)]
         for task in tasks:
             rows[(task, "random")] = randoms[task]
             for algorithm in algorithms:

@@ -33,9 +33,8 @@ def test_params_and_seeds_reach_the_runs() -> None:
     assert out["params"]["mappo"] == {"critic_lr": 0.001}
     for algorithm in ("ppo", "mappo"):
         row = out[f"spread/{algorithm}"]
+        assert row["seed"] == [5, 6]  # the runs' own configs' seeds
         assert len(row["team"]) == 2 and all(steps >= 300 for steps in row["env_steps"])
-    # Different seeds play different games: the two runs' returns differ.
-    assert out["spread/ppo"]["team"][0] != out["spread/ppo"]["team"][1]
 
 
 @pytest.mark.parametrize(("args", "message"), [
