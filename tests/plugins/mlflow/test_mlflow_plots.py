@@ -115,30 +115,40 @@ def test_nash_conv_axis_is_logarithmic_with_integer_iteration_ticks(tmp_path: Pa
     assert ticks and all(float(t).is_integer() for t in ticks), ticks
 
 
+class FakeClock:
+    """A clock that moves only when told to."""
+
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
 def test_drawer_keeps_to_its_share_of_time_and_draws_the_newest_request_at_close(tmp_path: Path) -> None:
+    clock = FakeClock(100.0)
     drawn: list[int] = []
-    started = threading.Event()
+    first_drawn = threading.Event()
 
     def draw(snapshot: Snapshot) -> None:
-        started.set()
-        time.sleep(0.05)
+        clock.now += 0.05  # each drawing takes 0.05 s
         drawn.append(len(snapshot.lines))
+        first_drawn.set()
 
     def snapshot(n: int) -> Snapshot:
         return Snapshot(run_dir=tmp_path, lines=[{}] * n, meta={})
 
     # 1% of the 5 s since start: the first (estimated 0.04 s) may start at once, the
-    # second (0.05 s drawn, 0.05 s estimated) only 10 s after start.
-    drawer = Drawer(draw, max_share=0.01, start=time.monotonic() - 5, estimate=0.04)
+    # second (0.05 s drawn, 0.05 s estimated) only 10 s after start, a time the clock
+    # never reaches: only close() can draw it.
+    drawer = Drawer(draw, max_share=0.01, start=95.0, estimate=0.04, clock=clock)
     drawer.request(snapshot(1))
-    assert started.wait(10)
-    for n in range(2, 11):  # during the drawing and the wait: each replaces the one before
+    assert first_drawn.wait(60)
+    for n in range(2, 11):  # each replaces the one before
         drawer.request(snapshot(n))
-    time.sleep(0.2)
     assert drawn == [1]  # waiting, not drawing 10
-    begun = time.monotonic()
-    drawer.close()
-    assert drawn == [1, 10] and time.monotonic() - begun < 2  # close cuts the wait short
+    drawer.close()  # would wait forever if close did not cut the wait short
+    assert drawn == [1, 10]
 
 
 def history(first: int, last: int) -> list[dict[str, Any]]:

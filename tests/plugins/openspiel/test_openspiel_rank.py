@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -69,10 +68,8 @@ def test_rank_rates_the_policies_of_two_runs_per_seat_and_caches(runs: tuple[Pat
     assert start["nash_averaging"] == pytest.approx(min(p["nash_averaging"] for p in seat0))
     assert json.loads((nash / "rank.json").read_text())["pairings"]
 
-    t0 = time.monotonic()
     again = _rank(capsys, str(nash), str(uniform), "--all")
-    assert again["played"] == 0 and again["players"] == players  # all from the caches
-    assert time.monotonic() - t0 < 2.0
+    assert again["played"] == 0 and again["players"] == players  # all from the caches: no game played
     # Default: only positive meta-strategy weight; a subset of the cached pairings.
     support = _rank(capsys, str(nash), str(uniform))
     assert support["played"] == 0 and len(support["players"]) < len(players)

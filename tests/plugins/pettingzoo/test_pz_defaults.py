@@ -2,7 +2,7 @@
 block on tic-tac-toe and on a game a user wrote against PettingZoo's AEC API
 (``user_nim``), registered by ``module:`` path; the final meta-strategy is judged against
 a uniformly random opponent with ``popmarl eval``'s code, seat by seat (tic-tac-toe, with no
-``stopping`` but a shorter cap: at most 2% lost; Nim, 6 iterations: next to perfect play's
+``stopping`` but an iteration cap in place of the 30-minute one: at most 2% lost; Nim, 6 iterations: next to perfect play's
 win rate)."""
 
 from __future__ import annotations
@@ -37,9 +37,10 @@ def against_random(tmp_path: Path, env: dict[str, Any], stopping: dict[str, Any]
 
 
 def test_dqn_defaults_learn_tictactoe(tmp_path: Path) -> None:
-    # PSRO's default stopping (converged: 53 iterations, ~300 s on 2 shared cores), its
-    # 30-minute cap shortened so that CI cannot hang on it.
-    stopping = {"patience": PSRO.default_stopping.patience, "max_wall_time_s": 480}
+    # PSRO's default stopping (it converges at iteration 53), its 30-minute cap replaced
+    # by twice that many iterations: the verdict is what was learned, whatever the
+    # machine's speed.
+    stopping = {"patience": PSRO.default_stopping.patience, "max_iterations": 106}
     report = against_random(tmp_path, {"name": "pettingzoo", "params": {"module": "pettingzoo.classic.tictactoe_v3"}},
                             stopping=stopping)
     for population in ("player_1", "player_2"):

@@ -220,15 +220,18 @@ class Drawer:
     spent drawing, plus the next drawing's estimate (the last one's duration; at first
     ``estimate``), is at most that share; requests meanwhile replace each other.
     :meth:`close` draws what is pending at once. matplotlib is used only through Agg
-    figures (no pyplot, no global state), one drawing at a time."""
+    figures (no pyplot, no global state), one drawing at a time. ``clock`` reads the time
+    (``start`` is on its scale): the run's monotonic clock, or a test's own."""
 
     def __init__(self, draw: Callable[[Snapshot], None], *, max_share: float = 1.0,
                  start: float | None = None, estimate: float = 0.0,
-                 prepare: Callable[[], None] | None = None) -> None:
+                 prepare: Callable[[], None] | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self._draw = draw
         self._prepare = prepare
         self._share = max_share
-        self._start = time.monotonic() if start is None else start
+        self._clock = clock
+        self._start = clock() if start is None else start
         self._estimate = estimate
         self._pending: Snapshot | None = None
         self._closing = False
@@ -261,14 +264,14 @@ class Drawer:
                     if self._pending is None:
                         self._ready.wait()
                         continue
-                    left = self._start + (spent + estimate) / self._share - time.monotonic()
+                    left = self._start + (spent + estimate) / self._share - self._clock()
                     if left <= 0:
                         break
                     self._ready.wait(left)
                 snapshot, self._pending = self._pending, None
             if snapshot is None:  # closing, nothing left to draw
                 return
-            begun = time.monotonic()
+            begun = self._clock()
             self._draw(snapshot)
-            estimate = time.monotonic() - begun
+            estimate = self._clock() - begun
             spent += estimate
