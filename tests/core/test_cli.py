@@ -18,7 +18,7 @@ import popmarl
 from popmarl.plugins import PLUGIN_GROUP
 from popmarl.registry import KINDS, STRICT_ENV
 
-from core_helpers import read_metrics, read_npz, read_summary
+from testkit.run_files import read_metrics, read_npz, read_summary
 
 
 def _popmarl_script() -> str:

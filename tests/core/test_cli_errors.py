@@ -18,7 +18,7 @@ import pytest
 import popmarl
 from popmarl.registry import installed
 
-from core_helpers import tree_digest
+from testkit.run_files import tree_digest
 
 OPENSPIEL_INSTALLED = "openspiel" in popmarl.envs.names()
 

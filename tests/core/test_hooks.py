@@ -20,7 +20,7 @@ from popmarl.records import RunInfo
 from popmarl.registry import STRICT_ENV, PluginWarning
 from popmarl.tracker import Tracker
 
-from core_helpers import read_metrics, read_summary, tree_digest
+from testkit.run_files import read_metrics, read_summary, tree_digest
 
 HOOKS = sorted(
     name for name, obj in vars(hookspec).items()

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import popmarl
-from core_helpers import read_metrics, read_npz, tree_digest
+from testkit.run_files import read_metrics, read_npz, tree_digest
 from learning_schedule import ScheduleAlgorithm
 
 PAPER = np.eye(3)[1]

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from core_helpers import assert_same_arrays, read_metrics, read_npz, read_summary, without_times
+from testkit.run_files import assert_same_arrays, read_metrics, read_npz, read_summary, without_times
 
 CONFIG = {"env": {"params": {"game": "random_general_sum", "size": 12, "seed": 3}},
           "stopping": {"max_iterations": 6}}

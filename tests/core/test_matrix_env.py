@@ -16,7 +16,7 @@ from popmarl.metagame import entropy, expected_payoffs, nash_conv, regrets
 from popmarl.rollout import OpponentDraw, RolloutWorker, Seating
 from popmarl.spaces import Discrete
 
-from core_helpers import brute_force_nash_conv, brute_force_payoffs, collapsed_strategies, read_summary
+from testkit.run_files import brute_force_nash_conv, brute_force_payoffs, collapsed_strategies, read_summary
 
 
 def test_rock_paper_scissors() -> None:

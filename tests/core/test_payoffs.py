@@ -16,7 +16,7 @@ from popmarl.builtin.matrix_env import MatrixEnv
 from popmarl.errors import CheckpointError
 from popmarl.payoffs import PayoffTable
 
-from core_helpers import read_metrics, read_npz
+from testkit.run_files import read_metrics, read_npz
 
 
 def test_empty_table_grows_and_reports_missing_entries() -> None:

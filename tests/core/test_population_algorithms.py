@@ -18,7 +18,7 @@ from popmarl.builtin.random_policy import UniformRandomPolicy
 from popmarl.cli import main
 from popmarl.evaluate import load_run
 
-from core_helpers import read_npz, read_summary, without_times
+from testkit.run_files import read_npz, read_summary, without_times
 from learning_schedule import ScheduleAlgorithm
 
 #: Exact best responses for player_0 against uniformly random player_1.

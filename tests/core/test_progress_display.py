@@ -19,7 +19,7 @@ from popmarl.builtin.console_tracker import ConsoleTracker
 from popmarl.builtin.matrix_env import MatrixEnv
 from popmarl.records import RunInfo
 
-from core_helpers import read_metrics, read_summary
+from testkit.run_files import read_metrics, read_summary
 from test_marl_scenario import ReinforceAlgorithm
 
 
@@ -66,6 +66,12 @@ def replay(run_dir: Path, *, live: bool) -> str:
         tracker.popmarl_iteration_end(info, m["iteration"], m)
     tracker.popmarl_run_end(info, summary)
     return out.getvalue()
+
+
+def summary_line(lines: list[str]) -> str:
+    """The console's summary line: the one before the run directory's (which may wrap
+    over several lines when the directory's path is long)."""
+    return lines[max(i for i, line in enumerate(lines) if line.startswith("popmarl: run directory ")) - 1]
 
 
 def test_marl_without_nash_conv_shows_mean_returns_and_win_rates(marl_without_nash_conv, capsys, run_cli,
@@ -120,7 +126,7 @@ def test_an_exact_run_says_what_it_computed_instead_of_env_steps(run_inprocess, 
     for k, line in enumerate(lines, start=1):
         assert f"  exact: 2 best responses, {2 * k + 1} entries  elapsed " in line, line
         assert "env steps/s" not in line
-    assert "; exact: 6 best responses, 15 entries; " in out[-2] and "env steps" not in out[-2]
+    assert "; exact: 6 best responses, 15 entries; " in summary_line(out) and "env steps" not in summary_line(out)
     live = replay(tmp_path / "run", live=True)
     assert "exact work" in live and "env steps/s" not in live and "2 BR, 7 entries" in live
     show = run_cli("show", tmp_path / "run")
@@ -134,5 +140,5 @@ def test_a_sampled_run_still_shows_nash_conv_and_env_steps(run_inprocess, tmp_pa
     assert [m["exact_entries"] for m in metrics] == [0, 0] and summary["env_steps"] > 0
     plain = replay(tmp_path / "run", live=False).splitlines()
     assert all("  nash_conv " in line and "  env steps/s " in line for line in plain if line.startswith("iteration "))
-    assert f"; env steps {summary['env_steps']}; " in plain[-2]
-    assert "exact" not in json.dumps(plain[-2])
+    assert f"; env steps {summary['env_steps']}; " in summary_line(plain)
+    assert "exact" not in json.dumps(summary_line(plain))

@@ -11,7 +11,7 @@ import pytest
 from popmarl.builtin.matrix_env import MatrixEnv
 from popmarl.builtin.psro import derive_seed
 
-from core_helpers import (
+from testkit.run_files import (
     assert_same_arrays,
     brute_force_nash_conv,
     collapsed_strategies,

@@ -11,7 +11,7 @@ import pytest
 
 import popmarl
 from popmarl.builtin.matrix_env import MatrixEnv
-from core_helpers import read_metrics, read_npz
+from testkit.run_files import read_metrics, read_npz
 from learning_schedule import ScheduleAlgorithm
 
 ROCK, PAPER, SCISSORS = np.eye(3)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from core_helpers import assert_same_arrays, read_metrics, read_npz, read_summary, tree_digest, without_times
+from testkit.run_files import assert_same_arrays, read_metrics, read_npz, read_summary, tree_digest, without_times
 
 #: Long enough to be killed in the middle: each iteration adds a row and a column to a
 #: growing table and checkpoints it.

@@ -14,7 +14,7 @@ import popmarl
 from popmarl.builtin.matrix_env import MatrixEnv
 from popmarl.builtin.solvers import Uniform
 
-from core_helpers import read_summary
+from testkit.run_files import read_summary
 
 
 class ExplodingSolver(Uniform):

@@ -14,7 +14,7 @@ import popmarl
 from popmarl.errors import ConfigError, UnknownComponentError
 from popmarl.metagame import check_payoffs
 
-from core_helpers import read_summary
+from testkit.run_files import read_summary
 
 
 class FirstHeavy(popmarl.MetaSolver):

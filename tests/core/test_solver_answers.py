@@ -18,7 +18,7 @@ import popmarl
 from popmarl.errors import PopmarlError, UserError
 from popmarl.solver import SolverResult, solution_metrics
 
-from core_helpers import read_summary
+from testkit.run_files import read_summary
 
 BAD_SOLVER = '''
 import attrs

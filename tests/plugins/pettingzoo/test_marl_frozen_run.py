@@ -15,7 +15,6 @@ import json
 import os
 import random
 import shutil
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +26,7 @@ import popmarl
 from popmarl.records import Observations
 
 pytest.importorskip("popmarl_tianshou")
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "core"))
-from core_helpers import (  # noqa: E402
+from testkit.run_files import (
     assert_same_run, kill_at_random, read_metrics, read_npz, tree_digest)
 
 PPO = {"name": "ppo", "params": {"hidden": [16], "batch_size": 64, "epochs": 2}}

@@ -6,7 +6,6 @@ by the calls they had in flight); with one worker an on-policy team learns as on
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -15,8 +14,7 @@ import pytest
 from popmarl.rundir import RunDirectory
 from ray_helpers import run
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "torchrl"))
-from torchrl_helpers import SPEAKER_LISTENER, SPREAD, marl_config  # noqa: E402
+from testkit.team_configs import SPEAKER_LISTENER, SPREAD, marl_config
 
 pytest.importorskip("popmarl_torchrl")
 

@@ -7,14 +7,11 @@ from __future__ import annotations
 import json
 import os
 import random
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "core"))
-from core_helpers import assert_same_run, kill_at_random, read_metrics, read_summary, without_times  # noqa: E402
+from testkit.run_files import assert_same_run, kill_at_random, read_metrics, read_summary, without_times
 
 SMALL_DQN = {"name": "dqn", "params": {"hidden": [32], "learning_starts": 64, "batch_size": 32,
                                        "eps_decay_steps": 1_000, "target_update_freq": 20}}

@@ -1,4 +1,4 @@
-"""Fixtures of the torchrl plugin tests (helpers live in torchrl_helpers.py)."""
+"""Fixtures of the torchrl plugin tests (helpers live in testkit.team_configs)."""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ import pytest
 
 import popmarl
 from popmarl.errors import ConfigError
-from torchrl_helpers import SPREAD, box, marl_config
+from testkit.team_configs import SPREAD, box, marl_config
 
 
 def _refused(config: dict[str, Any], tmp_path: Path) -> str:

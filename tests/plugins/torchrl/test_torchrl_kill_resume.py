@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import random
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,10 +14,9 @@ import numpy as np
 import pytest
 import yaml
 
-from torchrl_helpers import SPEAKER_LISTENER, marl_config
+from testkit.team_configs import SPEAKER_LISTENER, marl_config
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "core"))
-from core_helpers import assert_same_run, kill_at_random, read_metrics, read_npz  # noqa: E402
+from testkit.run_files import assert_same_run, kill_at_random, read_metrics, read_npz
 
 ITERATIONS = 6
 SEED = int(os.environ.get("POPMARL_TEST_KILL_SEED", random.SystemRandom().randrange(1 << 30)))

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import popmarl
-from torchrl_helpers import SPEAKER_LISTENER, SPREAD, box, marl_config
+from testkit.team_configs import SPEAKER_LISTENER, SPREAD, box, marl_config
 
 CASES = [
     ("mappo", SPREAD, "shared"), ("mappo", SPEAKER_LISTENER, "per_player"), ("mappo", box(SPREAD), "per_player"),

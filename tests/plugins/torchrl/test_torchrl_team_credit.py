@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import popmarl
-from torchrl_helpers import PARAMS
+from testkit.team_configs import PARAMS
 
 #: Player 1 is paid 2 for (0, 0) and 1 on the other diagonal cells; player 2 never (so
 #: an unpaid seat that ignored the team's reward would find (0, 0) one time in five).

@@ -21,7 +21,7 @@ from popmarl.records import LearnerInit, LearnerSpec, TrainBudget, TrainTask
 from popmarl.rollout import RolloutWorker
 from popmarl.training import run_task
 from popmarl_pettingzoo.env import PettingZooEnv
-from torchrl_helpers import PARAMS
+from testkit.team_configs import PARAMS
 
 
 def _team(env: Env, name: str, **params: Any) -> Learners:
