@@ -31,7 +31,8 @@ def features(space: Space, obs: np.ndarray) -> np.ndarray:
     obs = np.asarray(obs)
     if isinstance(space, Discrete):
         return np.eye(space.n, dtype=np.float32)[obs.reshape(len(obs)).astype(np.int64)]
-    return obs.reshape(len(obs), -1).astype(np.float32, copy=False)
+    x = obs.reshape(len(obs), -1).astype(np.float32, copy=False)
+    return x if x.flags.writeable else x.copy()  # torch takes no read-only array (Ray's object store)
 
 
 def mlp(in_dim: int, hidden: Sequence[int], out_dim: int, *, out_gain: float | None = None) -> nn.Sequential:
