@@ -46,7 +46,8 @@ def _parser() -> argparse.ArgumentParser:
     run = commands.add_parser("run", help="run (or resume) a config")
     run.add_argument("config", nargs="?", help="the YAML run config (with --resume: optional; the run's own by default)")
     run.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                     help="override a config key (dotted path, YAML value); repeatable")
+                     help="override a config key (dotted path, YAML value; null unsets it, so its default "
+                          "applies, e.g. --set solver=null); repeatable")
     run.add_argument("--out", help="the run directory to create (default: runs/<scenario>-<env>-<time>)")
     run.add_argument("--resume", metavar="DIR",
                      help="continue the run in DIR from its last checkpoint, as it was configured "
@@ -134,7 +135,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         config = load_config(args.config, args.overrides)
     previous = signal.signal(signal.SIGTERM, _terminate)
     try:
-        summary = run(config, out=args.out, resume=args.resume)
+        summary = run(config, out=args.out, resume=args.resume, console_warnings=False)
     finally:
         signal.signal(signal.SIGTERM, previous)  # main() may be called again in this process
     return 0 if summary.get("status") in ("completed", "stopped") else 1

@@ -7,11 +7,13 @@ An entry is imported only when its name is asked for.
 from __future__ import annotations
 
 import difflib
+import functools
 import os
 import warnings
 from collections.abc import Iterable, Mapping
-from types import MappingProxyType
 from importlib import metadata
+from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Protocol
 
 import attrs
@@ -21,15 +23,44 @@ from popmarl.errors import PluginError, UnknownComponentError
 KINDS = ("scenarios", "algorithms", "envs", "solvers", "backends", "trackers")
 STRICT_ENV = "POPMARL_STRICT_PLUGINS"
 
-#: The plugins of a popmarl checkout (``plugins/<name>``) that add components of each kind
-#: (named in unknown-name errors when they are not installed).
-_MORE = {
-    "algorithms": ("popmarl-tianshou", "popmarl-openspiel"),
-    "envs": ("popmarl-openspiel", "popmarl-pettingzoo"),
-    "solvers": ("popmarl-solvers",),
-    "backends": ("popmarl-ray",),
-    "trackers": ("popmarl-mlflow",),
-}
+#: Where a popmarl checkout keeps its plugins, one directory each (``plugins/<name>``), if
+#: this package is the checkout's ``core/popmarl``; None when it is installed elsewhere.
+_HERE = Path(__file__).resolve().parent
+CHECKOUT_PLUGINS: Path | None = (_HERE.parents[1] / "plugins"
+                                 if _HERE.parent.name == "core" and (_HERE.parents[1] / "plugins").is_dir() else None)
+
+
+@attrs.frozen(kw_only=True)
+class CheckoutPlugin:
+    """A plugin of a popmarl checkout: its ``directory`` under ``plugins/``, its
+    ``distribution`` name, and the component names it registers, by kind."""
+
+    directory: str
+    distribution: str
+    components: Mapping[str, tuple[str, ...]]
+
+
+@functools.cache
+def checkout_plugins(plugins_dir: Path | None = CHECKOUT_PLUGINS) -> tuple[CheckoutPlugin, ...]:
+    """The plugins under ``plugins_dir`` (a checkout's ``plugins/``), read from the
+    ``popmarl.<kind>`` entry points of their own ``pyproject.toml``, so unknown-name errors
+    can say which plugin adds a component without importing any plugin; none outside a
+    checkout, and a directory without a readable ``pyproject.toml`` is skipped."""
+    if plugins_dir is None or not plugins_dir.is_dir():
+        return ()
+    import tomllib  # only an unknown name needs it
+
+    found = []
+    for path in sorted(plugins_dir.glob("*/pyproject.toml")):
+        try:
+            project = tomllib.loads(path.read_text(encoding="utf-8")).get("project", {})
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+            continue
+        groups = project.get("entry-points", {})
+        components = {kind: tuple(sorted(groups.get(f"popmarl.{kind}", {}))) for kind in KINDS}
+        found.append(CheckoutPlugin(directory=path.parent.name, distribution=str(project.get("name", path.parent.name)),
+                                    components={k: names for k, names in components.items() if names}))
+    return tuple(found)
 
 
 def installed(distribution: str) -> bool:
@@ -41,10 +72,26 @@ def installed(distribution: str) -> bool:
     return True
 
 
-def install_hint(distributions: Iterable[str]) -> str:
-    """How to install those of ``distributions`` (plugins of a popmarl checkout) that are
-    not installed yet: ``"; more from a popmarl checkout: pip install ./plugins/..."``, or ``""`` when all are."""
-    missing = [d for d in distributions if not installed(d)]
+def unknown_hint(kind: str, name: str, plugins: Iterable[CheckoutPlugin] | None = None) -> str:
+    """What to install for an unknown ``name`` of ``kind``, from the checkout's ``plugins``
+    (default: :func:`checkout_plugins`): the plugin that registers ``name`` if one does, else
+    those that add components of ``kind`` and are not installed (:func:`install_hint`); ``""``
+    when none applies (outside a checkout, none)."""
+    plugins = checkout_plugins() if plugins is None else tuple(plugins)
+    for plugin in plugins:
+        if name in plugin.components.get(kind, ()):
+            return (f"; {kind[:-1]} {name!r} comes with plugin {plugin.distribution}, from a popmarl checkout: "
+                    f"pip install ./plugins/{plugin.directory}")
+    return install_hint({p.distribution: p.directory for p in plugins if kind in p.components})
+
+
+def install_hint(distributions: Iterable[str] | Mapping[str, str]) -> str:
+    """How to install those of ``distributions`` (plugins of a popmarl checkout; a mapping
+    gives each one's directory under ``plugins/``, else it is the distribution's name) that
+    are not installed yet: ``"; more from a popmarl checkout: pip install ./plugins/..."``,
+    or ``""`` when all are."""
+    directories = dict(distributions) if isinstance(distributions, Mapping) else {d: d for d in distributions}
+    missing = [directory for d, directory in directories.items() if not installed(d)]
     if not missing:
         return ""
     return "; more from a popmarl checkout: pip install " + " ".join(f"./plugins/{d}" for d in missing)
@@ -152,7 +199,7 @@ class Registry:
         close = difflib.get_close_matches(name, self.names(), n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         names = ", ".join(self.names()) or "none"
-        return f"unknown {self.kind[:-1]} {name!r}{hint}; installed: {names}{install_hint(_MORE.get(self.kind, ()))}"
+        return f"unknown {self.kind[:-1]} {name!r}{hint}; installed: {names}{unknown_hint(self.kind, name)}"
 
     def load(self, name: str) -> Any:
         """Import and return the component class registered as ``name``."""

@@ -1,9 +1,10 @@
 """The run directory (DESIGN §6) and its checkpoints.
 
 Layout: ``config.yaml``, ``summary.json``, ``metrics.jsonl``, ``payoffs.npz``,
-``checkpoints/``. A checkpoint is committed by atomically replacing
-``checkpoints/state.json``; everything it references (frozen policies, the iteration's
-arrays) is written before it, so a kill at any point leaves the last commit intact.
+``checkpoints/``, and ``log.txt`` where the run raised Python warnings. A checkpoint is
+committed by atomically replacing ``checkpoints/state.json``; everything it references
+(frozen policies, the iteration's arrays) is written before it, so a kill at any point
+leaves the last commit intact.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from popmarl.atomic import json_default, write_bytes, write_json, write_npz, wri
 from popmarl.errors import CheckpointError, ConfigError, ResumeError, UserError
 from popmarl.interrupts import uninterrupted
 from popmarl.records import LearnerState, Weights
+from popmarl.warning_log import LOG_FILE
 
 _FILE_NAME = re.compile(r"[A-Za-z0-9_.-]+")
 RUN_FILES = ("config.yaml", "summary.json", "metrics.jsonl", "payoffs.npz", "checkpoints")
@@ -52,6 +54,8 @@ class RunDirectory:
     payoffs_file = property(lambda self: self.path / "payoffs.npz")
     checkpoints = property(lambda self: self.path / "checkpoints")
     state_file = property(lambda self: self.path / "checkpoints" / "state.json")
+    #: Python warnings raised during the run (:mod:`popmarl.warning_log`); only there if any were.
+    log_file = property(lambda self: self.path / LOG_FILE)
 
     @classmethod
     def check_new(cls, path: str | os.PathLike[str]) -> RunDirectory:

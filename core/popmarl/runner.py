@@ -26,6 +26,7 @@ from popmarl.registries import Registries, RegistriesLike
 from popmarl.rundir import RunDirectory
 from popmarl.scenario import RunContext, Scenario
 from popmarl.solver import MetaSolver
+from popmarl.warning_log import WarningLog
 
 _POPULATION_NAME = re.compile(r"[A-Za-z0-9_.-]+")
 
@@ -126,7 +127,7 @@ def default_out(config: RunConfig) -> Path:
 
 
 def run(config: RunConfig, out: str | None = None, *, resume: str | None = None,
-        registries: RegistriesLike | None = None) -> dict[str, Any]:
+        registries: RegistriesLike | None = None, console_warnings: bool = True) -> dict[str, Any]:
     """Run ``config`` into ``out``, or continue the run in ``resume``; return the summary.
 
     To continue a run as it was configured, pass its saved config
@@ -135,7 +136,23 @@ def run(config: RunConfig, out: str | None = None, *, resume: str | None = None,
     ``config.yaml`` and printed (``resume: stopping.max_iterations 10 -> 50``); any other
     difference is a ResumeError. Components are looked up in ``registries`` (default
     ``popmarl.<kind>``), and those registered in this process only are shipped by value
-    to a backend's workers."""
+    to a backend's workers.
+
+    Python warnings raised during the run are appended to the run directory's ``log.txt``
+    (:mod:`popmarl.warning_log`); ``console_warnings=False`` (``popmarl run``) shows only
+    popmarl's own on the console, and says at the end how many went to the log only."""
+    with WarningLog(console=console_warnings) as log:
+        summary = _run(config, out, resume=resume, registries=registries, log=log)
+    if log.hidden and log.path is not None:
+        try:
+            print(f"popmarl: {log.hidden} Python warning(s) of the run's libraries in {log.path}")
+        except (OSError, ValueError):  # a closed stdout (`popmarl run ... | head -2`): the run is done
+            pass
+    return summary
+
+
+def _run(config: RunConfig, out: str | None, *, resume: str | None, registries: RegistriesLike | None,
+         log: WarningLog) -> dict[str, Any]:
     found = Registries.of(registries)
     resolved = to_dict(config)
     changes: list[str] = []
@@ -189,6 +206,7 @@ def run(config: RunConfig, out: str | None = None, *, resume: str | None = None,
             run_dir.update_config(dump(config))
         else:
             run_dir.create(dump(config))
+        log.open(run_dir.log_file)
         info = RunInfo(run_dir=str(run_dir.path), scenario=config.scenario.name, seed=config.seed,
                        config=resolved, populations=mapping.populations, resumed=resuming,
                        start_iteration=start_iteration)

@@ -120,9 +120,20 @@ def structure(tp: Any, value: Any, path: str, problems: list[str]) -> Any:
 _VALIDATOR_MESSAGE = re.compile(r"^'[^']*' must be (.*): (.*)$")
 
 
+def takes_none(tp: Any) -> bool:
+    """Whether ``None`` (YAML ``null``) is a value of annotation ``tp``."""
+    if tp is Any or tp is object or tp is type(None):
+        return True
+    if typing.get_origin(tp) in (Union, types.UnionType, Literal):
+        return any(a is None or a is type(None) for a in typing.get_args(tp))
+    return False
+
+
 def structure_attrs(cls: type, value: Any, path: str, problems: list[str]) -> Any:
     """Build attrs class ``cls`` from a mapping: unknown keys, missing keys, wrong types
-    and failed validators are all reported, each at its own path."""
+    and failed validators are all reported, each at its own path. A key that is null where
+    null is not one of its values is taken as absent (its default, or "required"): null
+    unsets it, so ``--set KEY=null`` undoes a key a config file sets."""
     if value is None:
         value = {}
     if not isinstance(value, Mapping):
@@ -140,7 +151,7 @@ def structure_attrs(cls: type, value: Any, path: str, problems: list[str]) -> An
     failed = False
     for name, field in fields.items():
         where = _join(path, name)
-        if name not in value:
+        if name not in value or (value[name] is None and not takes_none(field.type)):
             if field.default is attrs.NOTHING:
                 problems.append(f"{where}: required")
                 failed = True

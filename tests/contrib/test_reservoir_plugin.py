@@ -109,6 +109,21 @@ def test_recency_weights_newer_snapshots(run_cli, write_config, tmp_path: Path) 
     np.testing.assert_allclose(summary["populations"]["shared"]["meta_strategy"], np.array([1.0, 4.0, 9.0]) / 14)
 
 
+@pytest.mark.parametrize(("stopping", "expected"), [
+    (None, ("completed", "max_iterations", 10)),  # nothing set: the scenario default, 10 iterations
+    ({"max_iterations": None, "max_wall_time_s": 1e-6}, ("stopped", "max_wall_time_s", 0)),  # over before the first iteration
+])
+def test_runs_without_max_iterations(run_cli, write_config, tmp_path: Path, stopping: dict | None,
+                                     expected: tuple[str, str, int]) -> None:
+    settings = {**SETTINGS, "training": {**SETTINGS["training"], "max_episodes": 32}, "stopping": stopping}
+    result = run_cli("run", write_config(**settings), "--out", tmp_path / "run")
+    assert result.returncode == 0, result
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert (summary["status"], summary["stop_reason"], summary["iterations"]) == expected
+    metrics = tmp_path / "run" / "metrics.jsonl"
+    assert (len(_metrics(tmp_path / "run")) if metrics.exists() else 0) == expected[2]
+
+
 @pytest.mark.parametrize(("settings", "message"), [
     ({"agents": {"mapping": "per_player"}},
      "agents.mapping: scenario reservoir_self_play needs one population playing every seat (set it to shared); "

@@ -117,6 +117,23 @@ def test_override_into_a_bare_component_name() -> None:
                                                                      "params": {"initial": "uniform"}}}).algorithm
 
 
+@pytest.mark.parametrize("null", ["null", "", "~"])
+def test_null_unsets_a_key_unless_null_is_one_of_its_values(null: str) -> None:
+    """``--set KEY=null`` undoes what a config sets: the default applies (a component, a
+    section, a value, a param); a key that takes null (an optional cap) is set to it."""
+    raw = {**BASE, "solver": {"name": "latest"}, "backend": "local", "evaluation": {"episodes_per_entry": 7},
+           "stopping": {"max_iterations": 4, "target_nash_conv": 0.5}, "algorithm": {
+               "name": "exact_matrix_br", "params": {"initial": "uniform"}}}
+    keys = ["solver", "backend", "evaluation.episodes_per_entry", "stopping.target_nash_conv", "trackers",
+            "algorithm.params.initial", "seed"]
+    config = validate(apply_overrides(raw, [f"{key}={null}" for key in keys]))
+    assert config == validate({**BASE, "stopping": {"max_iterations": 4}})
+    assert config.solver == RunConfig.__attrs_attrs__.solver.default and config.stopping.target_nash_conv is None
+    assert validate(apply_overrides(raw, [f"stopping.max_iterations={null}"])).stopping.max_iterations is None
+    with pytest.raises(ConfigError, match=r"^env: required$"):
+        validate(apply_overrides(raw, [f"env={null}"]))
+
+
 @pytest.mark.parametrize(("override", "message"), [
     ("stopping.max_iterations", "expected KEY=VALUE"),
     ("=3", "expected KEY=VALUE"),

@@ -157,6 +157,22 @@ def test_marl_rejects_what_only_psro_uses(tmp_path, with_reinforce, settings, ke
     assert not (tmp_path / "run").exists() or not any((tmp_path / "run").iterdir())
 
 
+@pytest.mark.parametrize("null", ["null", ""])
+def test_a_psro_config_runs_as_marl_once_its_solver_is_unset(tmp_path, with_reinforce, null):
+    """``--set scenario=marl`` on a PSRO config is refused for its solver ("remove it");
+    ``--set solver=null`` removes it, and the run goes."""
+    path = tmp_path / "psro.yaml"
+    path.write_text(yaml.safe_dump({
+        "scenario": "psro", "env": "matrix", "algorithm": "reinforce", "solver": {"name": "latest"}, "trackers": [],
+        "training": {"max_episodes": 32, "max_env_steps": None}, "evaluation": {"episodes_per_entry": 10},
+        "stopping": {"max_iterations": 1}}))
+    with pytest.raises(popmarl.ConfigError, match=r"^solver: applies to scenario psro only .*; remove it$"):
+        popmarl.run(popmarl.load_config(str(path), ["scenario=marl"]), out=str(tmp_path / "refused"))
+    config = popmarl.load_config(str(path), ["scenario=marl", f"solver={null}"])
+    summary = popmarl.run(config, out=str(tmp_path / "run"))
+    assert summary["scenario"] == "marl" and summary["status"] == "completed" and summary["iterations"] == 1
+
+
 def test_marl_accepts_the_default_solver_written_out(tmp_path, with_reinforce):
     summary = _run(tmp_path, {"scenario": "marl", "env": "matrix", "algorithm": "reinforce", "trackers": [],
                               "solver": {"name": "uniform"}, "training": {"max_episodes": 32, "max_env_steps": None},

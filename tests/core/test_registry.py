@@ -6,7 +6,9 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import tomllib
 import warnings
+from pathlib import Path
 
 import attrs
 import pytest
@@ -14,7 +16,11 @@ import pytest
 import popmarl
 from popmarl import registries
 from popmarl.errors import PluginError, UnknownComponentError
-from popmarl.registry import KINDS, STRICT_ENV, PluginWarning, Registry, install_hint, installed, plugin_distributions
+from popmarl.registry import (KINDS, STRICT_ENV, PluginWarning, Registry, checkout_plugins, install_hint, installed,
+                              plugin_distributions)
+
+#: The checkout's plugins, one directory each.
+PLUGINS = Path(__file__).resolve().parents[2] / "plugins"
 
 #: What the core distribution itself registers, per kind.
 CORE_BUILTINS = {
@@ -97,6 +103,25 @@ def test_unknown_name_lists_installed_names_and_a_guess() -> None:
         assert name in message
     assert ("pip install ./plugins/popmarl-solvers" in message) is not installed("popmarl-solvers")
     assert isinstance(caught.value, KeyError)  # lookups by name fail like a mapping's
+
+
+def test_every_plugin_component_name_hints_at_its_plugin() -> None:
+    """Unknown-name hints come from the plugins' own entry points: every component a plugin
+    of the checkout registers (installed or not) names that plugin's directory."""
+    registered = {}
+    for path in sorted(PLUGINS.glob("*/pyproject.toml")):
+        groups = tomllib.loads(path.read_text(encoding="utf-8"))["project"].get("entry-points", {})
+        for group, names in groups.items():
+            if group.removeprefix("popmarl.") in KINDS:
+                registered.update({(group.removeprefix("popmarl."), name): path.parent.name for name in names})
+    assert {("algorithms", "mappo"), ("algorithms", "dqn"), ("envs", "pettingzoo"), ("backends", "ray")} <= set(registered)
+    assert {(kind, name): p.directory for p in checkout_plugins() for kind, names in p.components.items()
+            for name in names} == registered
+    for (kind, name), directory in registered.items():
+        message = Registry(kind=kind).unknown_message(name)  # a registry without it
+        assert message.endswith(f"comes with plugin {directory}, from a popmarl checkout: "
+                                f"pip install ./plugins/{directory}"), message
+    assert "pip install ./plugins/popmarl-torchrl" in Registry(kind="algorithms").unknown_message("mappo")
 
 
 def test_install_hints_name_only_distributions_that_are_not_installed(make_dist) -> None:

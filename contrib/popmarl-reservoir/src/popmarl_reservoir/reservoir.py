@@ -7,7 +7,9 @@ episode from the reservoir, at most ``capacity`` of its own past snapshots; snap
 ``i`` is drawn with weight ``(i + 1) ** recency`` (0: uniformly). The new snapshot is
 evaluated against every reservoir member in every seat, then offered to the reservoir
 (reservoir sampling, seeded, once it is full). The learner's whole state is
-checkpointed with each iteration, so a resumed run continues exactly.
+checkpointed with each iteration, so a resumed run continues exactly. The run stops
+by ``stopping.max_iterations`` or ``stopping.max_wall_time_s``, whichever comes first;
+a config that sets neither gets the scenario default (10 iterations).
 """
 
 from __future__ import annotations
@@ -57,12 +59,11 @@ class ReservoirSelfPlay(IterativeScenario):
                 "init": LearnerInit.restore(learner) if learner else LearnerInit.start_from(saved["policies"][0])}
 
     def loop(self, state: dict[str, Any]) -> tuple[str, str]:
-        stopping = self.ctx.config.stopping
-        while state["iteration"] < stopping.max_iterations:
-            if self.elapsed() >= (stopping.max_wall_time_s or np.inf):
-                return "stopped", "max_wall_time_s"
+        # The stopping conditions in force: the config's, or the scenario's defaults where it
+        # sets none (any of max_iterations and max_wall_time_s may be unset).
+        while (stop := self.stop_reason(state["iteration"], state["history"])) is None:
             self._iterate(state)
-        return "completed", "max_iterations"
+        return stop
 
     def _iterate(self, state: dict[str, Any]) -> None:
         ctx, pop, reservoir, t = self.ctx, self.ctx.mapping.populations[0], state["reservoir"], self.ctx.config.training

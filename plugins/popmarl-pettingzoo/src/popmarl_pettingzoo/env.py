@@ -22,7 +22,8 @@ from popmarl.errors import ConfigError
 from popmarl.records import Observations
 from popmarl.spaces import Box, Discrete
 
-from popmarl_pettingzoo.loading import MODULE, Api, choose_factory, construct, default_path, import_target
+from popmarl_pettingzoo.loading import (MODULE, Api, choose_factory, construct, default_path, import_target,
+                                       registered)
 from popmarl_pettingzoo.match import PettingZooMatch
 from popmarl_pettingzoo.spaces import MASK_KEY, ActionCodec, ObservationCodec, box_of, mask_source
 from popmarl_pettingzoo.vector import AECVector, ParallelVector
@@ -82,7 +83,8 @@ class PettingZooEnv(Env):
         super().__init__(**kwargs)
         cfg = self.config
         self.has_chance = cfg.has_chance
-        factory, self.api = choose_factory(import_target(cfg.module, cfg.path or ()), cfg.module, cfg.api)
+        target = registered(cfg.module) or import_target(cfg.module, cfg.path or ())
+        factory, self.api = choose_factory(target, cfg.module, cfg.api)
         self._make = functools.partial(construct, factory, self.api, cfg.kwargs, cfg.module)
         probe = self._make()
         try:

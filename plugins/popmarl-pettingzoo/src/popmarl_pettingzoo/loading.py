@@ -17,6 +17,7 @@ import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, Literal
 
 from popmarl.errors import ConfigError
@@ -112,6 +113,45 @@ def import_target(path: str, directories: Sequence[str] = ()) -> Any:
             raise ConfigError(f"{MODULE}: {module_name} has no attribute {attr!r}")
         target = getattr(target, part)
     return target
+
+
+def registered(path: str) -> SimpleNamespace | None:
+    """For ``path`` naming one of PettingZoo's own env modules (``pettingzoo.<family>.<env>_vN``),
+    that env from PettingZoo's env registry: ``env`` and, where registered, ``parallel_env``,
+    each making it with ``pettingzoo.make``. Importing the versioned module itself (the old
+    creation API) raises PettingZoo's DeprecationWarning; the registry is what PettingZoo
+    asks for. None for any other path, an env the registry lacks, or a PettingZoo without
+    a registry (then :func:`import_target` imports the module)."""
+    family, _, name = path.removeprefix("pettingzoo.").partition(".")
+    if not path.startswith("pettingzoo.") or "." in name or ":" in name or not _VERSIONED.search(name):
+        return None
+    try:
+        import pettingzoo  # type: ignore[import-untyped]
+    except ImportError:
+        return None
+    specs = {}
+    for kind in ("aec", "parallel"):
+        try:
+            specs[kind] = pettingzoo.spec(kind, f"{family}/{name}")  # this version exactly, or an error
+        except Exception:  # noqa: BLE001 - not registered (or a PettingZoo without a registry)
+            pass
+    if "aec" not in specs:
+        return None
+    if isinstance(specs["aec"].entry_point, str):
+        try:
+            import_target(specs["aec"].entry_point)
+        except ConfigError:  # e.g. a missing dependency: said of the module as the config names it
+            return None
+    return SimpleNamespace(**{attr: _maker(pettingzoo.make, kind, specs[kind], attr)
+                              for kind, attr in (("aec", "env"), ("parallel", "parallel_env")) if kind in specs})
+
+
+def _maker(make: Callable[..., Any], kind: str, spec: Any, name: str) -> Callable[..., Any]:
+    def maker(**kwargs: Any) -> Any:
+        return make(kind, spec, **kwargs)
+
+    maker.__name__ = name
+    return maker
 
 
 def _not_found(module_name: str, exc: ModuleNotFoundError, directories: Sequence[str]) -> str:
