@@ -63,8 +63,9 @@ class Cli:
         return env
 
     def run(self, *args: str | os.PathLike[str], cwd: Path, env: Mapping[str, str] | None = None,
-            pythonpath: Sequence[Path] = (), timeout: float = 120) -> CliResult:
-        """Run ``popmarl ARGS`` in ``cwd`` to the end."""
+            pythonpath: Sequence[Path] = (), timeout: float = 900) -> CliResult:
+        """Run ``popmarl ARGS`` in ``cwd`` to the end (``timeout``: a hang guard, far above
+        what any test's run takes on a loaded machine)."""
         proc = subprocess.run(self.command(args), cwd=cwd, env=self.env(env, pythonpath), capture_output=True,
                               text=True, timeout=timeout)
         return CliResult(tuple(map(str, args)), proc.returncode, proc.stdout, proc.stderr)
@@ -111,7 +112,7 @@ def config_writer() -> Callable[..., Path]:
 
 @pytest.fixture
 def run_cli(cli: Cli, tmp_path: Path) -> Callable[..., CliResult]:
-    """``run_cli(*args, cwd=tmp_path, env=None, pythonpath=(), timeout=120)`` runs the real
+    """``run_cli(*args, cwd=tmp_path, env=None, pythonpath=(), timeout=900)`` runs the real
     ``popmarl`` command line in a subprocess and returns its :class:`CliResult`."""
 
     def run(*args: str | os.PathLike[str], cwd: Path | None = None, **kwargs: Any) -> CliResult:

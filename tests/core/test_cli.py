@@ -33,7 +33,7 @@ def test_rps_demo_converges_through_the_popmarl_command(write_config, tmp_path: 
     config = write_config(stopping={"max_iterations": 300})
     out = tmp_path / "rps"
     proc = subprocess.run([_popmarl_script(), "run", str(config), "--out", str(out)], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr
     summary = read_summary(out)
     assert summary["status"] == "completed" and summary["stop_reason"] == "max_iterations"

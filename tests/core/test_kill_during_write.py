@@ -43,7 +43,7 @@ def _writes_of_a_full_run(tmp_path: Path, config: Path) -> int:
     code = DIE_AT_WRITE.replace("os._exit(137)", "pass").replace(
         "sys.exit(main(sys.argv[2:]))", "status = main(sys.argv[2:]); print(calls[0]); sys.exit(status)")
     out = subprocess.run([sys.executable, "-c", code, "0", "run", str(config), "--out", str(tmp_path / "count")],
-                         capture_output=True, text=True, timeout=120)
+                         capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stderr
     return int(out.stdout.strip().splitlines()[-1])
 
@@ -68,7 +68,7 @@ def test_a_kill_during_any_file_write_loses_at_most_an_iteration(reference, tmp_
     for n in points:
         run = tmp_path / f"killed-at-{n}"
         died = subprocess.run([sys.executable, "-c", DIE_AT_WRITE, str(n), "run", str(config), "--out", str(run)],
-                              capture_output=True, text=True, timeout=120)
+                              capture_output=True, text=True, timeout=900)
         assert died.returncode == 137, f"write {n} of {total}: {died.stderr}"
         for name in ("summary.json", "checkpoints/state.json"):  # whatever exists must parse
             if (run / name).exists():

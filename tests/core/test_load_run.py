@@ -132,7 +132,7 @@ def test_an_env_without_observe_says_so_in_one_line() -> None:
 
 def _play(cli: Any, run: Path, *args: str, moves: str, env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(cli.command(["play", run, *args]), input=moves, capture_output=True, text=True,
-                          cwd=run.parent, env=cli.env(env), timeout=120)
+                          cwd=run.parent, env=cli.env(env), timeout=900)
 
 
 def test_play_a_matrix_game_piped(cli, rps_run: Path) -> None:

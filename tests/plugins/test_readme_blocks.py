@@ -49,12 +49,12 @@ def test_the_python_blocks_run_as_shown_and_again(tmp_path: Path) -> None:
     env = _workspace(tmp_path)
     for attempt in ("first", "second"):
         result = subprocess.run([sys.executable, "-c", NOTEBOOK], input=json.dumps([[b.line, b.code] for b in PYTHON]),
-                                cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+                                cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
         assert result.returncode == 0, f"{attempt} run:\n{result.stderr}"
 
 
 @pytest.mark.parametrize("block", BASH, ids=[f"README.md:{b.line}" for b in BASH])
 def test_a_bash_block_runs_as_shown(block: ReadmeBlock, tmp_path: Path) -> None:
     result = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", block.code], cwd=tmp_path, env=_workspace(tmp_path),
-                            capture_output=True, text=True, timeout=300)
+                            capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, f"README.md:{block.line}:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"

@@ -241,7 +241,7 @@ def test_a_script_without_a_main_guard_runs_once_and_gets_its_plots(tmp_path: Pa
                       f"popmarl.run(config(['plots'], stopping={{'max_iterations': 2}}), out={str(tmp_path / 'run')!r})\n"
                       "print('ran')\n", encoding="utf-8")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, env=env)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=900, env=env)
     assert done.returncode == 0 and done.stdout.count("ran") == 1, done.stderr
     assert "plots stopped" not in done.stderr, done.stderr
     for name in PLOTS:

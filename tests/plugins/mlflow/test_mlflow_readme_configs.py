@@ -70,6 +70,6 @@ def test_the_readme_names_what_a_tracked_run_leaves_and_reads_it_back(tmp_path: 
     assert [name for name in left if name not in readme] == []
     (command,) = re.findall(r"^MLFLOW_TRACKING_URI=\S+ mlflow runs list --experiment-id \S+$", readme, re.MULTILINE)
     shell = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    listed = subprocess.run(["bash", "-c", command], cwd=tmp_path, env=shell, capture_output=True, text=True, timeout=120)
+    listed = subprocess.run(["bash", "-c", command], cwd=tmp_path, env=shell, capture_output=True, text=True, timeout=900)
     assert listed.returncode == 0, listed.stderr
     assert mlflow_run_id(runs / "rps", f"sqlite:///{runs / 'mlflow.db'}") in listed.stdout

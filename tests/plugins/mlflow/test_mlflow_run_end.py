@@ -39,7 +39,7 @@ def test_a_closed_stdout_only_silences_the_console(tmp_path: Path, cli, write_co
             head += chunk
         proc.stdout.close()
         stderr = proc.stderr.read().decode()
-        returncode = proc.wait(timeout=120)
+        returncode = proc.wait(timeout=900)
     assert head.decode().splitlines()[1].startswith("iteration 1/60")
     assert returncode == 0, stderr
     assert "Traceback" not in stderr and "BrokenPipe" not in stderr, stderr
@@ -67,7 +67,7 @@ def test_a_signalled_run_stops_and_its_mlflow_run_is_killed(sig: int, reason: st
         os.kill(proc.pid, sig)
     else:
         os.killpg(proc.pid, sig)
-    _, stderr = proc.communicate(timeout=120)
+    _, stderr = proc.communicate(timeout=900)
     assert proc.returncode == code, stderr
     summary = json.loads((run_dir / "summary.json").read_text())
     assert (summary["status"], summary["stop_reason"]) == ("stopped", reason)

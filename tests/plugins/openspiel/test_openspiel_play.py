@@ -106,7 +106,7 @@ def test_an_actor_refuses_states_it_cannot_act_in(kuhn: tuple[Path, dict[str, An
 
 def _play(cli: Any, run: Path, *args: str, moves: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(cli.command(["play", run, *args]), input=moves, capture_output=True, text=True,
-                          cwd=run.parent, env=cli.env(), timeout=120)
+                          cwd=run.parent, env=cli.env(), timeout=900)
 
 
 @pytest.mark.parametrize("seed", range(4))

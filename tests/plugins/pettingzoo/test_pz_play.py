@@ -88,7 +88,7 @@ def test_actors_play_whole_games_in_pettingzoos_own_loop(tictactoe: Path) -> Non
 
 def _play(cli: Any, run: Path, *args: str, moves: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(cli.command(["play", run, *args]), input=moves, capture_output=True, text=True,
-                          cwd=run.parent, env=cli.env(), timeout=120)
+                          cwd=run.parent, env=cli.env(), timeout=900)
 
 
 def _last_board(text: str) -> list[str]:

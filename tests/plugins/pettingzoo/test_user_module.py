@@ -28,7 +28,7 @@ def popmarl_command(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess
     """``popmarl ARGS`` in ``cwd`` as the installed console script runs it: ``-P`` keeps the
     current directory off ``sys.path`` (``python -m`` would put it there)."""
     return subprocess.run([sys.executable, "-P", "-m", "popmarl.cli", *map(str, args)], cwd=cwd,
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=900)
 
 
 def test_a_module_in_the_current_directory_is_found(tmp_path: Path) -> None:

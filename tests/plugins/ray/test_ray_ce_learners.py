@@ -36,7 +36,7 @@ def test_carried_on_learners_are_rebuilt_after_an_iteration_with_several_recomme
               "algorithm": "bandit", "solver": "ce", "stopping": {"max_iterations": 4}, "trackers": [],
               "training": {"max_env_steps": 400, "episodes_per_update": 50, "init": "previous"},
               "backend": {"name": "ray_killing", "params": {"num_rollout_workers": 1}}}
-    summary = run_within(config, tmp_path / "run", 120)
+    summary = run_within(config, tmp_path / "run", 600)
     assert summary["status"] == "completed" and summary["iterations"] == 4
     backend = KillingBackend.last
     assert backend is not None and backend.replacements == 2 and not any(pid_alive(pid) for pid in killed)

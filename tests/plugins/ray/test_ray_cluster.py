@@ -152,7 +152,7 @@ def cluster() -> Iterator[Cluster]:
     proc = subprocess.Popen(["bash", "-e", "-o", "pipefail", "-c", script], cwd=root, env=env, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        out, _ = proc.communicate(timeout=180)
+        out, _ = proc.communicate(timeout=900)
         assert proc.returncode == 0, f"README.md:{CLUSTER_BLOCK.line} as run:\n{script}\n{out[-4000:]}"
         assert (home / ".ray" / "auth_token").is_file()
         yield Cluster(f"127.0.0.1:{port}", home, temp_dirs, proc.pid)
@@ -197,7 +197,7 @@ def test_the_readme_cluster_runs_psro_and_marl_on_both_nodes(cluster: Cluster, t
         print(json.dumps(run(json.loads(sys.argv[1]), sys.argv[2])))
         """)
     result = subprocess.run([sys.executable, "-c", driver, json.dumps(marl), str(tmp_path / "marl")],
-                            cwd=cluster.home, env=env, text=True, capture_output=True, timeout=240)
+                            cwd=cluster.home, env=env, text=True, capture_output=True, timeout=900)
     assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout.splitlines()[-1])
     assert summary["status"] == "completed" and summary["iterations"] == 2
@@ -213,7 +213,7 @@ def one_line_error(cluster: Cluster, tmp_path: Path, env: dict[str, str], addres
                                       "algorithm": {"name": "exact_matrix_br"}, "solver": {"name": "uniform"},
                                       "trackers": [], "backend": {"name": "ray", "params": {"address": address}}}))
     start = time.monotonic()
-    result = cli(cluster, "run", str(config), "--out", str(tmp_path / "run"), *sets, env=env, timeout=120)
+    result = cli(cluster, "run", str(config), "--out", str(tmp_path / "run"), *sets, env=env, timeout=900)
     seconds = time.monotonic() - start
     assert result.returncode == 2, result.stderr
     lines = result.stderr.strip().splitlines()

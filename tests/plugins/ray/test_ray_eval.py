@@ -5,7 +5,6 @@ PSRO's exact oracles are asked through ``best_respond`` on the workers, not trai
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -103,10 +102,9 @@ def test_an_exact_oracle_sent_to_train_is_answered_without_an_episode_stream() -
         spec = LearnerSpec(key="player_0", population="player_0", seats=("player_0",), seed=1,
                            snapshot=PolicySpec(policy_id="player_0/1", population="player_0",
                                                algorithm="exact_matrix_br", iteration=1))
-        start = time.monotonic()
         (result,) = backend.train([TrainTask(learners=(spec,), seed=1, opponents=meta)])
         assert result.policies[0].weights["probs"].tolist() == [0, 0, 1]  # scissors beats paper
-        assert time.monotonic() - start < 10 and backend.open_streams() == (0, 0)
+        assert backend.open_streams() == (0, 0)
         assert backend.held_learners() == {"player_0": [], "player_1": []}
     finally:
         backend.close()

@@ -119,14 +119,14 @@ def test_a_hung_worker_is_killed_and_its_batch_played_again(tmp_path: Path, monk
         stop_pid(frozen[0])
 
     with_killing_backend(monkeypatch, {("evaluate", 2): freeze_worker})
-    start = time.monotonic()
-    hung = run_within({**SAMPLED, "backend": _killing(task_timeout_s=2)}, tmp_path / "hung", 120)
-    elapsed = time.monotonic() - start
+    # Without the task timeout the run would wait for the frozen worker forever: the bound
+    # is a hang guard, far above the seconds it takes.
+    hung = run_within({**SAMPLED, "backend": _killing(task_timeout_s=2)}, tmp_path / "hung", 600)
     backend = KillingBackend.last
     assert backend is not None and backend.replacements == 1
     assert frozen[0] not in backend.seen_workers[-1] and not pid_alive(frozen[0])  # killed, and replaced
     local = run({**SAMPLED, "backend": "local"}, tmp_path / "local")
-    assert hung["status"] == "completed" and elapsed < 60
+    assert hung["status"] == "completed"
     np.testing.assert_array_equal(_table(tmp_path / "hung").values, _table(tmp_path / "local").values)
     assert hung["env_steps"] == local["env_steps"]  # the late batch counted once
     assert "ray backend: rollout worker 0 hung: one evaluate batch for 2 s (task_timeout_s)" in caplog.text
@@ -145,7 +145,7 @@ def test_hung_learner_and_worker_are_replaced_while_training(tmp_path: Path,
 
     with_killing_backend(monkeypatch, {("train", 1): freeze})
     summary = run_within({**LEARNING, "stopping": {"max_iterations": 1}, "backend": _killing(task_timeout_s=2)},
-                         tmp_path / "run", 120)
+                         tmp_path / "run", 600)
     assert summary["status"] == "completed"
     backend = KillingBackend.last
     assert backend is not None and backend.replacements == 2
@@ -163,7 +163,7 @@ def test_a_hung_actor_fails_the_run_with_one_line_once_out_of_retries(
     with_killing_backend(monkeypatch, {("evaluate", 2): freeze_worker})
     with pytest.raises(Exception, match=r"^ray backend: rollout worker failed 1 times: rollout worker 0 hung: one "
                                         r"evaluate batch for 1 s \(task_timeout_s\)$"):
-        run_within({**SAMPLED, "backend": _killing(task_timeout_s=1, max_task_retries=0)}, tmp_path / "run", 60)
+        run_within({**SAMPLED, "backend": _killing(task_timeout_s=1, max_task_retries=0)}, tmp_path / "run", 600)
 
 
 def test_killed_servers_are_replaced_and_the_run_goes_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
@@ -185,7 +185,7 @@ def test_killed_servers_are_replaced_and_the_run_goes_on(tmp_path: Path, monkeyp
     with_killing_backend(monkeypatch, {("train", 1): kill_server("params"), ("train", 2): kill_server("data")})
     caplog.set_level(logging.WARNING, logger="popmarl_ray")
     summary = run_within({**LEARNING, "stopping": {"max_iterations": 2}, "backend": _killing()}, tmp_path / "run",
-                         120)
+                         600)
     assert summary["status"] == "completed"
     backend = KillingBackend.last
     assert backend is not None and backend.replacements == 2  # both servers; no learner or worker
@@ -207,7 +207,7 @@ def test_train_returns_once_the_servers_dropped_its_attempts(tmp_path: Path, mon
     with_bandit(monkeypatch)
     monkeypatch.setattr(popmarl_ray.backend, "EpisodeServerActor", SlowToCloseEpisodeServer)
     with_killing_backend(monkeypatch, {})
-    summary = run_within({**LEARNING, "stopping": {"max_iterations": 2}, "backend": _killing()}, tmp_path / "run", 120)
+    summary = run_within({**LEARNING, "stopping": {"max_iterations": 2}, "backend": _killing()}, tmp_path / "run", 600)
     assert summary["status"] == "completed"
     backend = KillingBackend.last
     assert backend is not None
@@ -234,7 +234,7 @@ def test_marl_learner_rebuilt_from_its_last_state_when_its_actor_dies(
     config = {"scenario": "marl", "env": {"name": "matrix", "params": {"game": "random_zero_sum", "size": 4}},
               "algorithm": "bandit", "stopping": {"max_iterations": 3}, "training": {"max_env_steps": 400},
               "trackers": [], "backend": _killing(num_rollout_workers=1)}
-    summary = run_within(config, tmp_path / "run", 120)
+    summary = run_within(config, tmp_path / "run", 600)
     assert summary["status"] == "completed" and summary["iterations"] == 3
     backend = KillingBackend.last
     assert backend is not None and backend.replacements == 1 and not pid_alive(killed[0])

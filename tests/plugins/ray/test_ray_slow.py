@@ -26,7 +26,7 @@ def test_a_run_starts_its_own_ray_and_shuts_it_down(tmp_path: Path) -> None:
             summary = popmarl.run(validate(config), out={str(tmp_path)!r} + f"/run{{k}}")
             print(summary["status"], ray.is_initialized())
     """)
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["completed", "False", "completed", "False"]
 

@@ -21,7 +21,7 @@ def test_defaults_benchmark_tiny_run(tmp_path: Path) -> None:
         [sys.executable, str(SCRIPT), "--checks", "kuhn", "user_game", "--algorithms", "dqn",
          "--set", "stopping.max_iterations=1", "--set", "training.max_env_steps=500",
          "--out", str(tmp_path), "--json", "--jobs", "2"],
-        capture_output=True, text=True, timeout=120, check=True)
+        capture_output=True, text=True, timeout=900, check=True)
     rows = json.loads(result.stdout.strip().splitlines()[-1])["results"]
     assert [(r["check"], r["algorithm"], r["seed"], r["iterations"]) for r in rows] == [
         ("kuhn", "dqn", 0, 1), ("user_game", "dqn", 0, 1)]

@@ -42,7 +42,7 @@ def test_a_shared_league_snapshots_resets_and_outputs_its_nash_mixture(write_con
     from popmarl_openspiel import load_policy
 
     config = write_config(**_league(rounds=4))
-    done = run_cli("run", config, "--out", "run", timeout=300)
+    done = run_cli("run", config, "--out", "run", timeout=900)
     assert done.returncode == 0, done
     run = tmp_path / "run"
     summary, metrics = read_summary(run), read_metrics(run)
@@ -78,7 +78,7 @@ def test_a_shared_league_snapshots_resets_and_outputs_its_nash_mixture(write_con
 def test_a_league_per_seat_meets_only_the_other_seats_players(write_config, run_cli, tmp_path) -> None:
     config = write_config(**_league(rounds=3, mapping="per_player", algorithm=SMALL_PPO,
                                     main_exploiters={"count": 0}, league_exploiters={"count": 2, **SNAPSHOTS}))
-    done = run_cli("run", config, "--out", "run", timeout=300)
+    done = run_cli("run", config, "--out", "run", timeout=900)
     assert done.returncode == 0, done
     summary = read_summary(tmp_path / "run")
     keys = sorted(p["key"] for p in summary["league"]["players"])

@@ -20,7 +20,7 @@ SCRIPT = Path(__file__).parents[3] / "benchmarks" / "learning.py"
 def test_learning_benchmark_json_last_line() -> None:
     steps = 400
     done = subprocess.run([sys.executable, str(SCRIPT), "--algorithms", "dqn", "a2c", "--games", "leduc", "tictactoe",
-                           "--steps", str(steps), "--json"], capture_output=True, text=True, timeout=300)
+                           "--steps", str(steps), "--json"], capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr
     results = json.loads(done.stdout.strip().splitlines()[-1])
     assert set(results) == {"dqn", "a2c"}
@@ -57,7 +57,7 @@ def test_learning_benchmark_runs_reports_medians_and_each_run() -> None:
     run's rows, and train/floor's lowest and highest; the table says train/floor."""
     done = subprocess.run([sys.executable, str(SCRIPT), "--algorithms", "a2c", "--games", "leduc", "tictactoe",
                            "--steps", "300", "--runs", "3", "--no-tianshou", "--json"],
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.strip().splitlines()
     assert "train/floor" in lines[0] and "medians of 3 runs" in lines[-2]
@@ -86,7 +86,7 @@ def test_learning_benchmark_bad_param_is_one_line_exit_2() -> None:
 
 def test_learning_benchmark_unknown_param_is_one_line_exit_2() -> None:
     done = subprocess.run([sys.executable, str(SCRIPT), "--algorithms", "ppo", "--games", "leduc", "--algorithm-param",
-                           "foo=1"], capture_output=True, text=True, timeout=120)
+                           "foo=1"], capture_output=True, text=True, timeout=900)
     assert done.returncode == 2
     assert "error: algorithm.params.foo: unknown key; allowed: lr," in done.stderr
     assert "Traceback" not in done.stderr and done.stdout == ""

@@ -27,7 +27,7 @@ def _psro(*, iterations: int = 3, **training: Any) -> dict[str, Any]:
 
 def test_a_pipeline_of_one_is_psro(write_config, run_cli, tmp_path) -> None:
     for name, training in (("plain", {}), ("one", {"pipeline": 1})):
-        done = run_cli("run", write_config(f"{name}.yaml", **_psro(**training)), "--out", name, timeout=300)
+        done = run_cli("run", write_config(f"{name}.yaml", **_psro(**training)), "--out", name, timeout=900)
         assert done.returncode == 0, done
     plain, one = read_metrics(tmp_path / "plain"), read_metrics(tmp_path / "one")
     assert [without_times(m) for m in plain] == [without_times(m) for m in one]
@@ -35,7 +35,7 @@ def test_a_pipeline_of_one_is_psro(write_config, run_cli, tmp_path) -> None:
 
 
 def test_a_pipeline_trains_its_levels_and_freezes_the_lowest(write_config, run_cli, tmp_path) -> None:
-    done = run_cli("run", write_config(**_psro(iterations=4, pipeline=3)), "--out", "run", timeout=300)
+    done = run_cli("run", write_config(**_psro(iterations=4, pipeline=3)), "--out", "run", timeout=900)
     assert done.returncode == 0, done
     run = tmp_path / "run"
     metrics, summary = read_metrics(run), read_summary(run)

@@ -46,7 +46,7 @@ def test_params_and_seeds_reach_the_runs() -> None:
     (["--seeds", "0"], "--seeds: must be at least 1"),
 ])
 def test_bad_input_is_one_line_exit_2(args: list[str], message: str) -> None:
-    done = run("--tasks", "spread", "--algorithms", "ppo,mappo", *args, timeout=120)
+    done = run("--tasks", "spread", "--algorithms", "ppo,mappo", *args, timeout=900)
     assert done.returncode == 2
     assert message in done.stderr
     assert "Traceback" not in done.stderr and done.stdout == ""

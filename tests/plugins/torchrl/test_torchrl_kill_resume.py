@@ -29,7 +29,7 @@ def test_a_killed_and_resumed_team_equals_an_uninterrupted_run(algorithm: str, t
     config = tmp_path / "config.yaml"
     config.write_text(yaml.safe_dump(marl_config(algorithm, SPEAKER_LISTENER, iterations=ITERATIONS, env_steps=400,
                                                  seed=5)))
-    straight = run_cli("run", config, "--out", "straight", timeout=300)
+    straight = run_cli("run", config, "--out", "straight", timeout=900)
     assert straight.returncode == 0, straight
     reference = tmp_path / "straight"
     learned = read_metrics(reference)
@@ -42,7 +42,7 @@ def test_a_killed_and_resumed_team_equals_an_uninterrupted_run(algorithm: str, t
     context = f"{algorithm}, POPMARL_TEST_KILL_SEED={SEED}"
     assert len(read_metrics(run)) < ITERATIONS, context
 
-    resumed = run_cli("run", config, "--resume", run, timeout=300)
+    resumed = run_cli("run", config, "--resume", run, timeout=900)
     assert resumed.returncode == 0, f"{context}\n{resumed}"
     assert_same_run(run, reference, context)
     for population in ("speaker_0", "listener_0"):
