@@ -109,7 +109,7 @@ def test_listing_does_not_import_the_plugin() -> None:
             "assert not any(m.startswith('popmarl_example') for m in sys.modules)\n"
             "popmarl.solvers.load('hedge')\n"
             "assert 'popmarl_example.hedge' in sys.modules and 'popmarl_example.softmax_br' not in sys.modules\n")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
 
 

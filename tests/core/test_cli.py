@@ -217,7 +217,7 @@ def test_show_summarises_a_long_meta_strategy_by_its_support(run_inprocess, run_
 def test_show_output_piped_into_a_closed_pipe_is_not_an_error(run_inprocess, cli, tmp_path: Path) -> None:
     run_inprocess(stopping={"max_iterations": 20})
     proc = subprocess.run(f"{' '.join(cli.command(['show', str(tmp_path / 'run')]))} | head -n 1", shell=True,
-                          capture_output=True, text=True, cwd=tmp_path, timeout=60)
+                          capture_output=True, text=True, cwd=tmp_path, timeout=600)
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
 
 

@@ -31,7 +31,7 @@ def _probe(code: str) -> dict:
     # PYTHONDONTWRITEBYTECODE would otherwise make every run recompile the core.
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     proc = subprocess.run([sys.executable, "-c", f"HEAVY = {HEAVY!r}\n{code}"], capture_output=True, text=True,
-                          env=env, timeout=60)
+                          env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout.splitlines()[-1])
 

@@ -161,7 +161,7 @@ builtin = sorted(m for m in sys.modules if m.startswith("popmarl.builtin."))
 assert builtin == ["popmarl.builtin.solvers"], builtin
 print("ok")
 """
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "ok"
 

@@ -116,7 +116,7 @@ def kill_during(proc: subprocess.Popen[str], metrics: Path, lines: int, sleep_s:
         time.sleep(sleep_s)
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate(timeout=60)
+        proc.communicate(timeout=600)
     assert proc.returncode == -signal.SIGKILL
 
 

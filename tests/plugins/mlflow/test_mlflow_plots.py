@@ -143,7 +143,7 @@ def test_drawer_keeps_to_its_share_of_time_and_draws_the_newest_request_at_close
     # never reaches: only close() can draw it.
     drawer = Drawer(draw, max_share=0.01, start=95.0, estimate=0.04, clock=clock)
     drawer.request(snapshot(1))
-    assert first_drawn.wait(60)
+    assert first_drawn.wait(600)
     for n in range(2, 11):  # each replaces the one before
         drawer.request(snapshot(n))
     assert drawn == [1]  # waiting, not drawing 10
@@ -207,10 +207,10 @@ def test_the_drawing_process_does_not_outlive_the_run(death: str) -> None:
             "    drawing = DrawingProcess(max_share=1.0, start=time.monotonic(), estimate=0.0)\n"
             "    print(drawing.pid, flush=True)\n"
             f"    {end}\n")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
     assert done.returncode == (-signal.SIGKILL if death == "killed" else 3), done.stderr
     pid = int(done.stdout)
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + 600
     while not gone(pid) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert gone(pid)
@@ -261,12 +261,12 @@ def test_ctrl_c_stops_the_run_which_still_gets_its_last_plots(tmp_path: Path) ->
     # Its own process group, as a terminal's foreground job: Ctrl-C signals the whole group.
     with subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                           text=True, env=env, start_new_session=True) as run:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 600
         while time.monotonic() < deadline and not (
                 (run_dir / "metrics.jsonl").is_file() and (run_dir / "metrics.jsonl").read_text().count("\n") >= 3):
             time.sleep(0.05)
         os.killpg(run.pid, signal.SIGINT)
-        _, stderr = run.communicate(timeout=60)
+        _, stderr = run.communicate(timeout=600)
     assert run.returncode != 0 and "KeyboardInterrupt" in stderr
     assert "plots stopped" not in stderr, stderr
     for name in PLOTS:
@@ -276,7 +276,7 @@ def test_ctrl_c_stops_the_run_which_still_gets_its_last_plots(tmp_path: Path) ->
 def test_the_drawing_process_yields_to_the_run(tmp_path: Path) -> None:
     drawing = DrawingProcess(max_share=1.0, start=time.monotonic(), estimate=0.0)
     drawing.send(Update(run_dir=str(tmp_path), lines=history(1, 2), meta=[], draw=True))
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 600
     while not drawing.drawn and time.monotonic() < deadline:  # alive until close()
         time.sleep(0.02)
         drawing.poll()

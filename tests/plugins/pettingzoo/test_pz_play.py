@@ -126,15 +126,15 @@ def tmux() -> Iterator[list[str]]:
         pytest.skip("tmux is not installed")
     command = ["tmux", "-L", f"popmarl-play-{uuid.uuid4().hex[:8]}"]
     yield command
-    subprocess.run([*command, "kill-server"], capture_output=True, timeout=30)
+    subprocess.run([*command, "kill-server"], capture_output=True, timeout=600)
 
 
-def _screen(tmux: list[str], until: str, timeout: float = 60) -> str:
-    """The pane's text once it shows ``until`` (fails after ``timeout`` seconds)."""
+def _screen(tmux: list[str], until: str, timeout: float = 600) -> str:
+    """The pane's text once it shows ``until`` (a hang guard: fails after ``timeout`` seconds)."""
     deadline = time.monotonic() + timeout
     while True:
         text = subprocess.run([*tmux, "capture-pane", "-p", "-t", "play", "-S", "-200"], capture_output=True,
-                              text=True, timeout=30).stdout
+                              text=True, timeout=600).stdout
         if until in text:
             return text
         assert time.monotonic() < deadline, f"the terminal never showed {until!r}:\n{text}"
@@ -144,13 +144,13 @@ def _screen(tmux: list[str], until: str, timeout: float = 60) -> str:
 def test_play_tictactoe_at_a_terminal(cli, tictactoe: Path, tmux: list[str]) -> None:
     command = shlex.join(map(str, cli.command(["play", tictactoe, "--seat", "player_1", "--seed", "1"])))
     subprocess.run([*tmux, "new-session", "-d", "-s", "play", "-x", "120", "-y", "50",
-                    f"{command}; echo EXIT=$?; sleep 600"], check=True, timeout=30, env=cli.env())
+                    f"{command}; echo EXIT=$?; sleep 600"], check=True, timeout=600, env=cli.env())
     first = _screen(tmux, "your move:")
     assert "moves: 0 a1, 1 a2, 2 a3, 3 b1, 4 b2, 5 b3, 6 c1, 7 c2, 8 c3" in first
-    subprocess.run([*tmux, "send-keys", "-t", "play", "b2", "Enter"], check=True, timeout=30)
+    subprocess.run([*tmux, "send-keys", "-t", "play", "b2", "Enter"], check=True, timeout=600)
     second = _screen(tmux, "player_2 plays ")
     assert " 2  . | X | ." in second  # the person's move, on the board the terminal shows
     assert "your move: b2" in second  # typed once (the terminal's echo), not echoed again
     assert second.count("b2") == 2  # the moves line and the typed move
-    subprocess.run([*tmux, "send-keys", "-t", "play", "quit", "Enter"], check=True, timeout=30)
+    subprocess.run([*tmux, "send-keys", "-t", "play", "quit", "Enter"], check=True, timeout=600)
     assert "game abandoned\nEXIT=0" in _screen(tmux, "EXIT=")

@@ -71,14 +71,14 @@ def test_learning_benchmark_runs_reports_medians_and_each_run() -> None:
 
 
 def test_learning_benchmark_bad_runs_is_one_line_exit_2() -> None:
-    done = subprocess.run([sys.executable, str(SCRIPT), "--runs", "0"], capture_output=True, text=True, timeout=60)
+    done = subprocess.run([sys.executable, str(SCRIPT), "--runs", "0"], capture_output=True, text=True, timeout=600)
     assert done.returncode == 2
     assert "--runs: must be at least 1" in done.stderr and "Traceback" not in done.stderr
 
 
 def test_learning_benchmark_bad_param_is_one_line_exit_2() -> None:
     done = subprocess.run([sys.executable, str(SCRIPT), "--algorithm-param", "lr", "--json"],
-                          capture_output=True, text=True, timeout=60)
+                          capture_output=True, text=True, timeout=600)
     assert done.returncode == 2
     assert "--algorithm-param: expected KEY=VALUE, got 'lr'" in done.stderr
     assert "Traceback" not in done.stderr
