@@ -6,7 +6,8 @@ one network and read their one-hot ids). In training the seats' chosen Q-values 
 mixed into the team's: summed (``vdn``: TorchRL's :class:`~torchrl.modules.VDNMixer`) or
 by QMIX's monotonic hypernetwork conditioned on the global state (``qmix``:
 :class:`~torchrl.modules.QMixer`; the env's state, else every seat's observation
-concatenated), and regressed on the team's reward (the learner's seats' rewards summed)
+concatenated, layer-normalised before the hypernetworks read it: :class:`NormalisedQMixer`),
+and regressed on the team's reward (the learner's seats' rewards summed)
 plus the discounted target value of the next step, with TorchRL's
 :class:`~torchrl.objectives.QMixerLoss` (TD(0), target networks for the Q networks and
 the mixer, kept by :class:`~torchrl.objectives.SoftUpdate`). Double Q: the next step's
@@ -87,9 +88,21 @@ class VDNConfig:
 
 @attrs.frozen(kw_only=True)
 class QMIXConfig(VDNConfig):
-    """``vdn``'s settings and the width of QMIX's mixing network (``mixing_embed_dim``)."""
+    """``vdn``'s settings, the width of QMIX's mixing network (``mixing_embed_dim``) and
+    ``state_norm``: whether the hypernetworks read the state layer-normalised (each row to
+    zero mean and unit variance over its features, no learned scale) or raw.
+
+    ``state_norm`` is on by default because QMIX's hypernetworks are linear in the state and
+    multiply each other, so the mixed value grows about quadratically with the state's
+    magnitude, and the TD targets bootstrap from it. On a state of unbounded positions and
+    distances (mpe2's spread) the raw-state mixer's value drifts above every return the
+    team can get (positive, where every reward is negative) and the greedy policy ends
+    worse than its initial one; the same mixer reading the state layer-normalised (or not
+    at all) stays near the returns. The seats' Q networks still read their observations
+    raw."""
 
     mixing_embed_dim: int = attrs.field(default=32, validator=at_least_one)
+    state_norm: bool = True
 
 
 class ValueMixing(Algorithm):
@@ -155,10 +168,22 @@ class QMIX(ValueMixing):
     config: QMIXConfig
 
     def mixer(self, team: Team) -> TensorDictModule:
-        module = QMixer(state_shape=(team.state_dim,), mixing_embed_dim=self.config.mixing_embed_dim,
-                        n_agents=team.n, device="cpu")
+        c = self.config
+        mixer_type = NormalisedQMixer if c.state_norm else QMixer
+        module = mixer_type(state_shape=(team.state_dim,), mixing_embed_dim=c.mixing_embed_dim, n_agents=team.n,
+                            device="cpu")
         return TensorDictModule(module, in_keys=[("agents", "chosen_action_value"), "state"],
                                 out_keys=["chosen_action_value"])
+
+
+class NormalisedQMixer(QMixer):
+    """TorchRL's :class:`~torchrl.modules.QMixer` reading each state row layer-normalised
+    (no parameters of its own, so its weights and checkpoints are QMixer's); see
+    :class:`QMIXConfig` (``state_norm``) for why."""
+
+    def mix(self, chosen_action_value: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
+        flat = state.reshape(-1, self.state_dim)
+        return super().mix(chosen_action_value, nn.functional.layer_norm(flat, (self.state_dim,)))
 
 
 class _TeamQ(nn.Module):
