@@ -180,8 +180,12 @@ def test_the_readme_cluster_runs_psro_and_marl_on_both_nodes(cluster: Cluster, t
     assert psro.returncode == 0, psro.stderr
     assert json.loads((tmp_path / "psro" / "summary.json").read_text())["iterations"] == 2
     assert [cluster.actors(node, "RolloutWorkerActor") for node in (0, 1)] == [1, 1]
-    # Ray's notices (token authentication, the connection) stay off the console.
-    console = psro.stdout + psro.stderr
+    # Ray's notices (token authentication, the connection) stay off the console. Left out:
+    # a cluster node's own error that Ray forwards to every driver when, on a loaded
+    # machine, its metrics agent starts late ("Failed to establish connection to the
+    # event+metrics exporter agent"): the nodes', not the connection's, and not popmarl's.
+    console = "\n".join(line for line in (psro.stdout + psro.stderr).splitlines()
+                         if "metrics exporter agent" not in line and "metrics agent" not in line)
     assert not re.search(r"WARNING|INFO|gcs_client|[Tt]oken authentication|\x1b\[", console), console
 
     # marl: two bandit populations co-learn (the test's algorithm, registered in the driver only).
