@@ -63,7 +63,7 @@ import torch  # noqa: E402
 import yaml  # noqa: E402
 
 import popmarl  # noqa: E402
-from popmarl.evaluate import evaluate_run, load_run, opponent_pools  # noqa: E402
+from popmarl.tools.evaluate import evaluate_run, load_run, opponent_pools  # noqa: E402
 
 USER_GAMES = Path(__file__).resolve().parents[1] / "tests" / "plugins" / "pettingzoo"
 NIM_TOKENS = 11
@@ -77,7 +77,7 @@ def _poker(game: str) -> dict[str, Any]:
     return {"name": "openspiel", "params": {"game": game, "observation": "info_state"}}
 
 
-#: The default stopping's conditions (:attr:`popmarl.builtin.psro.PSRO.default_stopping`),
+#: The default stopping's conditions (:attr:`popmarl.scenario.psro.scenario.PSRO.default_stopping`),
 #: to which a check adds a condition that ends the same run sooner.
 DEFAULT_STOPPING = {"patience": 5, "max_wall_time_s": 1800}
 CHECKS: dict[str, dict[str, Any]] = {

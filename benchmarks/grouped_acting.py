@@ -36,10 +36,10 @@ import numpy as np
 import torch
 
 import popmarl
-from popmarl.policy import ActingAlone, Policy
-from popmarl.population import AgentMapping
-from popmarl.rollout import OpponentDraw, RolloutWorker, Seating
-from popmarl.runner import policy_spaces
+from popmarl.interfaces.policy import ActingAlone, Policy
+from popmarl.data.population import AgentMapping
+from popmarl.engine.rollout import OpponentDraw, RolloutWorker, Seating
+from popmarl.runs.runner import policy_spaces
 
 GAME = "leduc_poker"
 LEARNER_SEAT = "player_0"

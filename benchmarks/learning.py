@@ -4,14 +4,14 @@
 Per algorithm and game, env steps (every agent's decision is one step, as popmarl
 counts them) per CPU second of this process:
 
-* ``train``: the whole popmarl best-response loop — :func:`popmarl.training.run_task`
-  through the local backend's :class:`~popmarl.executor.Executor` (acting, recording,
+* ``train``: the whole popmarl best-response loop — :func:`popmarl.engine.learner_loop.run_task`
+  through the local backend's :class:`~popmarl.engine.executor.Executor` (acting, recording,
   batching, updating, publishing the snapshot), player_0's learner in its seat against
   player_1's initial (uniform) policy, with the budget and ``num_envs`` a ``psro`` run
   with no ``training`` block gets (built from the parsed default config), capped at
   ``--steps``;
 * ``rollout``: evaluate-mode rollouts of fresh policies of the same algorithm and params
-  on as many parallel games (:func:`popmarl.bench.bench_rollout`);
+  on as many parallel games (:func:`popmarl.tools.bench.bench_rollout`);
 * ``tianshou``: Tianshou 2.0's own pipeline on the same game through PettingZoo —
   ``Collector`` over ``DummyVectorEnv`` of ``PettingZooEnv`` (Leduc: OpenSpiel's
   ``leduc_poker`` via shimmy's ``OpenSpielCompatibilityV0``, with the info-state tensor
@@ -105,7 +105,7 @@ class Setting:
 
     def config(self) -> Any:
         """The parsed run config: ``psro`` with this env and algorithm, nothing else."""
-        from popmarl.config import validate
+        from popmarl.config.schema import validate
 
         env_name, env_params = self.env
         return validate({"env": {"name": env_name, "params": env_params},
@@ -115,7 +115,7 @@ class Setting:
 def default_budget(config: Any, steps: int, algorithm: Any, env: Any) -> Any:
     """The ``TrainBudget`` a ``psro`` run builds from ``config.training`` for a learner of
     ``algorithm`` on ``env``, capped at ``steps``."""
-    from popmarl.algorithm import opponent_exploration
+    from popmarl.interfaces.algorithm import opponent_exploration
 
     return attrs.evolve(config.training.budget(opponent_exploration(algorithm, env)), max_env_steps=steps)
 
@@ -150,12 +150,12 @@ def tianshou_loss_clock() -> Iterator[list[float]]:
 
 def popmarl_train(setting: Setting, steps: int, profile: bool) -> dict[str, Any]:
     """Time one best-response task of player_0 against player_1's initial policy."""
-    from popmarl.backend import Components, RunSetup
-    from popmarl.config import population_algorithms
-    from popmarl.executor import Executor
-    from popmarl.population import AgentMapping, policy_id
-    from popmarl.records import LearnerSpec, Opponents, PolicySpec, TrainTask
-    from popmarl.runner import build, build_algorithms, policy_spaces
+    from popmarl.interfaces.backend import Components, RunSetup
+    from popmarl.config.schema import population_algorithms
+    from popmarl.engine.executor import Executor
+    from popmarl.data.population import AgentMapping, policy_id
+    from popmarl.data.records import LearnerSpec, Opponents, PolicySpec, TrainTask
+    from popmarl.runs.runner import build, build_algorithms, policy_spaces
 
     config = setting.config()
     env = build("envs", config.env, "env.params")
@@ -215,7 +215,7 @@ def popmarl_train(setting: Setting, steps: int, profile: bool) -> dict[str, Any]
 def popmarl_rollout(setting: Setting, steps: int, num_envs: int) -> dict[str, float]:
     """Evaluate-mode rollouts of fresh policies, per CPU second (the build is timed too,
     a few milliseconds; a first small call warms up)."""
-    from popmarl.bench import bench_rollout
+    from popmarl.tools.bench import bench_rollout
 
     env_name, env_params = setting.env
 
@@ -292,8 +292,8 @@ def tianshou_train(setting: Setting, steps: int, num_envs: int, episodes_per_upd
     from tianshou.env import DummyVectorEnv
     from tianshou.trainer import OffPolicyTrainerParams, OnPolicyTrainerParams
 
-    from popmarl.population import AgentMapping
-    from popmarl.runner import build, policy_spaces
+    from popmarl.data.population import AgentMapping
+    from popmarl.runs.runner import build, policy_spaces
 
     config = setting.config()
     env = build("envs", config.env, "env.params")
@@ -384,8 +384,8 @@ def torch_floor(setting: Setting, row: Mapping[str, Any], repeats: int = 200) ->
     values of both observations) are added per row."""
     import copy
 
-    from popmarl.population import AgentMapping
-    from popmarl.runner import build, policy_spaces
+    from popmarl.data.population import AgentMapping
+    from popmarl.runs.runner import build, policy_spaces
     from popmarl_tianshou.nets import CategoricalActor, QNet, ValueCritic, feature_dim
 
     config = setting.config()
@@ -540,7 +540,7 @@ def main(argv: list[str] | None = None) -> None:
         parser.error("--steps: must be at least 1")
     if args.runs < 1:
         parser.error("--runs: must be at least 1")
-    from popmarl.bench import parse_params
+    from popmarl.tools.bench import parse_params
     from popmarl.errors import UserError
 
     try:

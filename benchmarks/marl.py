@@ -152,7 +152,7 @@ def margin(rows: dict[tuple[str, str], dict[str, Any]], task: str, better: str, 
 def algorithm_params(items: list[str], algorithms: list[str]) -> dict[str, dict[str, Any]]:
     """Each algorithm's params: :data:`PARAMS` with ``--param ALGORITHM:KEY=VALUE`` over them
     (raises popmarl's ``ConfigError`` naming the item where one is malformed)."""
-    from popmarl.bench import parse_params
+    from popmarl.tools.bench import parse_params
     from popmarl.errors import ConfigError
 
     params = {algorithm: dict(PARAMS[algorithm]) for algorithm in algorithms}

@@ -40,8 +40,8 @@ from typing import Any
 import torch
 
 import popmarl
-from popmarl.config import RunConfig
-from popmarl.evaluate import evaluate_run, load_run, opponent_pools
+from popmarl.config.schema import RunConfig
+from popmarl.tools.evaluate import evaluate_run, load_run, opponent_pools
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 RUNS = {

@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 
 import popmarl
-import popmarl.config
+import popmarl.config.schema
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 RUNS = {
@@ -52,9 +52,9 @@ def run(name: str, seed: int, overrides: list[str], out: Path) -> dict[str, obje
     }
 
 
-def _algorithm_name(config: popmarl.config.RunConfig) -> str:
+def _algorithm_name(config: popmarl.config.schema.RunConfig) -> str:
     spec = config.algorithm
-    return spec.name if isinstance(spec, popmarl.config.ComponentConfig) else "/".join(c.name for c in spec.values())
+    return spec.name if isinstance(spec, popmarl.config.schema.ComponentConfig) else "/".join(c.name for c in spec.values())
 
 
 def table(results: list[dict[str, object]]) -> str:

@@ -40,9 +40,9 @@ GAME = "leduc_poker"
 
 def popmarl_rollout(steps: int, num_envs: int, hidden: list[int]) -> Callable[[], int]:
     import popmarl
-    from popmarl.population import AgentMapping
-    from popmarl.rollout import RolloutWorker
-    from popmarl.runner import policy_spaces
+    from popmarl.data.population import AgentMapping
+    from popmarl.engine.rollout import RolloutWorker
+    from popmarl.runs.runner import policy_spaces
 
     env = popmarl.envs.load("openspiel")(game=GAME)
     algorithm = popmarl.algorithms.load("dqn")(hidden=hidden)

@@ -75,8 +75,8 @@ def raw_pettingzoo(game: str, steps: int) -> Callable[[], int]:
 
 def popmarl_rollout(game: str, steps: int, num_envs: int) -> Callable[[], int]:
     import popmarl
-    from popmarl.algorithm import PolicySpace
-    from popmarl.rollout import RolloutWorker
+    from popmarl.interfaces.algorithm import PolicySpace
+    from popmarl.engine.rollout import RolloutWorker
     from popmarl_pettingzoo import PettingZooEnv
 
     env_module(game)

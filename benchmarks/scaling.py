@@ -40,12 +40,12 @@ from typing import Any
 import attrs
 
 import popmarl
-from popmarl import registries
-from popmarl.backend import Backend, Components, RunSetup
+from popmarl.plugins import registries
+from popmarl.interfaces.backend import Backend, Components, RunSetup
 from popmarl.builtin.local_backend import LocalBackend
-from popmarl.population import AgentMapping, policy_id
-from popmarl.records import EvalTask
-from popmarl.runner import policy_spaces
+from popmarl.data.population import AgentMapping, policy_id
+from popmarl.data.records import EvalTask
+from popmarl.runs.runner import policy_spaces
 
 
 def parse(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -90,7 +90,7 @@ def rl_main(args: argparse.Namespace) -> int:
     import tempfile
     from pathlib import Path
 
-    from popmarl.config import validate
+    from popmarl.config.schema import validate
 
     counts = ([0] if not args.no_local else []) + [int(w) for w in args.workers.split(",")]
     pipelines = [int(p) for p in args.pipelines.split(",")]

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from popmarl.metagame import ce_gap, cce_gap, nash_conv
+from popmarl.gametheory.metagame import ce_gap, cce_gap, nash_conv
 from popmarl_solvers import (
     AlphaRank,
     CoarseCorrelated,

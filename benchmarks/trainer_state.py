@@ -14,9 +14,9 @@ import numpy as np
 import torch
 
 import popmarl
-from popmarl.algorithm import PolicySpace
+from popmarl.interfaces.algorithm import PolicySpace
 from popmarl.builtin.random_policy import UniformRandomPolicy
-from popmarl.rollout import OpponentDraw, RolloutWorker, Seating
+from popmarl.engine.rollout import OpponentDraw, RolloutWorker, Seating
 
 
 def main() -> None:

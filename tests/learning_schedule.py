@@ -15,12 +15,12 @@ from typing import Any
 import attrs
 import numpy as np
 
-from popmarl.algorithm import Algorithm, PolicySpace
+from popmarl.interfaces.algorithm import Algorithm, PolicySpace
 from popmarl.builtin.matrix_env import MixedStrategyPolicy
 from popmarl.errors import CheckpointError
-from popmarl.records import Episode
-from popmarl.spaces import Discrete
-from popmarl.trainer import Trainer, TrainerState
+from popmarl.data.records import Episode
+from popmarl.interfaces.spaces import Discrete
+from popmarl.interfaces.trainer import Trainer, TrainerState
 
 #: The one file of the test trainers' states.
 STATE_FILE = "trainer.json"

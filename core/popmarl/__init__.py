@@ -11,16 +11,16 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from popmarl.registry import KINDS, Registry
+from popmarl.plugins.registry import KINDS, Registry
 
 if TYPE_CHECKING:
-    from popmarl.actor import Actor
-    from popmarl.agent import AgentInterface
-    from popmarl.algorithm import Algorithm, BestResponseProblem, PolicySpace
-    from popmarl.backend import Backend
-    from popmarl.component import Component
-    from popmarl.config import RunConfig
-    from popmarl.env import Env, ExactEnv, Step, VectorEnv
+    from popmarl.tools.actor import Actor
+    from popmarl.interfaces.agent import AgentInterface
+    from popmarl.interfaces.algorithm import Algorithm, BestResponseProblem, PolicySpace
+    from popmarl.interfaces.backend import Backend
+    from popmarl.interfaces.component import Component
+    from popmarl.config.schema import RunConfig
+    from popmarl.interfaces.env import Env, ExactEnv, Step, VectorEnv
     from popmarl.errors import (
         CheckpointError,
         ConfigError,
@@ -31,10 +31,10 @@ if TYPE_CHECKING:
         UnknownComponentError,
         UserError,
     )
-    from popmarl.hookspec import hookimpl
-    from popmarl.loaded import LoadedRun, Population
-    from popmarl.policy import ExplicitPolicy, Policy
-    from popmarl.records import (
+    from popmarl.interfaces.hookspec import hookimpl
+    from popmarl.tools.loaded_run import LoadedRun, Population
+    from popmarl.interfaces.policy import ExplicitPolicy, Policy
+    from popmarl.data.records import (
         BestResponseResult,
         BestResponseTask,
         Episode,
@@ -54,29 +54,29 @@ if TYPE_CHECKING:
         TrainResult,
         TrainTask,
     )
-    from popmarl.registries import Registries, RegistriesLike
-    from popmarl.rollout import RolloutWorker
-    from popmarl.scenario import IterativeScenario, RunContext, Scenario
-    from popmarl.solver import JointMetaSolver, MetaSolver, SolverResult
-    from popmarl.spaces import Box, Discrete
-    from popmarl.tracker import Tracker
-    from popmarl.trainer import Trainer, TrainerState
+    from popmarl.plugins.registries import Registries, RegistriesLike
+    from popmarl.engine.rollout import RolloutWorker
+    from popmarl.scenario.base import IterativeScenario, RunContext, Scenario
+    from popmarl.interfaces.solver import JointMetaSolver, MetaSolver, SolverResult
+    from popmarl.interfaces.spaces import Box, Discrete
+    from popmarl.interfaces.tracker import Tracker
+    from popmarl.interfaces.trainer import Trainer, TrainerState
 
 #: Where each re-exported name lives; imported on first access, so that ``import popmarl``
 #: (and listing the registries) loads neither numpy nor any component module.
 _EXPORTS: dict[str, str] = {
-    "Actor": "popmarl.actor",
-    "AgentInterface": "popmarl.agent",
-    "Algorithm": "popmarl.algorithm",
-    "BestResponseProblem": "popmarl.algorithm",
-    "PolicySpace": "popmarl.algorithm",
-    "TrainerContext": "popmarl.algorithm",
-    "Backend": "popmarl.backend",
-    "Component": "popmarl.component",
-    "Env": "popmarl.env",
-    "ExactEnv": "popmarl.env",
-    "Step": "popmarl.env",
-    "VectorEnv": "popmarl.env",
+    "Actor": "popmarl.tools.actor",
+    "AgentInterface": "popmarl.interfaces.agent",
+    "Algorithm": "popmarl.interfaces.algorithm",
+    "BestResponseProblem": "popmarl.interfaces.algorithm",
+    "PolicySpace": "popmarl.interfaces.algorithm",
+    "TrainerContext": "popmarl.interfaces.algorithm",
+    "Backend": "popmarl.interfaces.backend",
+    "Component": "popmarl.interfaces.component",
+    "Env": "popmarl.interfaces.env",
+    "ExactEnv": "popmarl.interfaces.env",
+    "Step": "popmarl.interfaces.env",
+    "VectorEnv": "popmarl.interfaces.env",
     "CheckpointError": "popmarl.errors",
     "ConfigError": "popmarl.errors",
     "PluginError": "popmarl.errors",
@@ -85,44 +85,44 @@ _EXPORTS: dict[str, str] = {
     "SolverError": "popmarl.errors",
     "UnknownComponentError": "popmarl.errors",
     "UserError": "popmarl.errors",
-    "hookimpl": "popmarl.hookspec",
-    "LoadedRun": "popmarl.loaded",
-    "Population": "popmarl.loaded",
-    "ExplicitPolicy": "popmarl.policy",
-    "Policy": "popmarl.policy",
-    "BestResponseResult": "popmarl.records",
-    "BestResponseTask": "popmarl.records",
-    "EvalResult": "popmarl.records",
-    "EvalTask": "popmarl.records",
-    "FrozenPolicy": "popmarl.records",
-    "JointOpponents": "popmarl.records",
-    "LearnerInit": "popmarl.records",
-    "LearnerSpec": "popmarl.records",
-    "LearnerState": "popmarl.records",
-    "Episode": "popmarl.records",
-    "EpisodeBatch": "popmarl.records",
-    "Observations": "popmarl.records",
-    "Opponents": "popmarl.records",
-    "PolicySpec": "popmarl.records",
-    "RunInfo": "popmarl.records",
-    "TrainBudget": "popmarl.records",
-    "TrainResult": "popmarl.records",
-    "TrainTask": "popmarl.records",
-    "Registries": "popmarl.registries",
-    "RolloutWorker": "popmarl.rollout",
-    "IterativeScenario": "popmarl.scenario",
-    "RunContext": "popmarl.scenario",
-    "Scenario": "popmarl.scenario",
-    "JointMetaSolver": "popmarl.solver",
-    "MetaSolver": "popmarl.solver",
-    "SolverResult": "popmarl.solver",
-    "Box": "popmarl.spaces",
-    "Discrete": "popmarl.spaces",
-    "Tracker": "popmarl.tracker",
-    "Trainer": "popmarl.trainer",
-    "TrainerState": "popmarl.trainer",
-    "JointEpisodes": "popmarl.trajectories",
-    "SeatRows": "popmarl.trajectories",
+    "hookimpl": "popmarl.interfaces.hookspec",
+    "LoadedRun": "popmarl.tools.loaded_run",
+    "Population": "popmarl.tools.loaded_run",
+    "ExplicitPolicy": "popmarl.interfaces.policy",
+    "Policy": "popmarl.interfaces.policy",
+    "BestResponseResult": "popmarl.data.records",
+    "BestResponseTask": "popmarl.data.records",
+    "EvalResult": "popmarl.data.records",
+    "EvalTask": "popmarl.data.records",
+    "FrozenPolicy": "popmarl.data.records",
+    "JointOpponents": "popmarl.data.records",
+    "LearnerInit": "popmarl.data.records",
+    "LearnerSpec": "popmarl.data.records",
+    "LearnerState": "popmarl.data.records",
+    "Episode": "popmarl.data.records",
+    "EpisodeBatch": "popmarl.data.records",
+    "Observations": "popmarl.data.records",
+    "Opponents": "popmarl.data.records",
+    "PolicySpec": "popmarl.data.records",
+    "RunInfo": "popmarl.data.records",
+    "TrainBudget": "popmarl.data.records",
+    "TrainResult": "popmarl.data.records",
+    "TrainTask": "popmarl.data.records",
+    "Registries": "popmarl.plugins.registries",
+    "RolloutWorker": "popmarl.engine.rollout",
+    "IterativeScenario": "popmarl.scenario.base",
+    "RunContext": "popmarl.scenario.base",
+    "Scenario": "popmarl.scenario.base",
+    "JointMetaSolver": "popmarl.interfaces.solver",
+    "MetaSolver": "popmarl.interfaces.solver",
+    "SolverResult": "popmarl.interfaces.solver",
+    "Box": "popmarl.interfaces.spaces",
+    "Discrete": "popmarl.interfaces.spaces",
+    "Tracker": "popmarl.interfaces.tracker",
+    "Trainer": "popmarl.interfaces.trainer",
+    "TrainerState": "popmarl.interfaces.trainer",
+    "JointEpisodes": "popmarl.data.trajectories",
+    "SeatRows": "popmarl.data.trajectories",
 }
 
 __version__ = "0.1.0"
@@ -163,7 +163,7 @@ def load_config(path: str, overrides: list[str] | tuple[str, ...] = (), *,
     """Read and validate a YAML run config (see DESIGN §5). Component names are looked
     up in ``registries`` (a :class:`Registries`, or ``{kind: Registry}`` for the kinds
     that differ from ``popmarl.<kind>``, e.g. ``{"solvers": popmarl.solvers.with_component(...)}``)."""
-    from popmarl.config import load_config as _load
+    from popmarl.config.schema import load_config as _load
 
     return _load(path, overrides, registries=registries)
 
@@ -171,7 +171,7 @@ def load_config(path: str, overrides: list[str] | tuple[str, ...] = (), *,
 def validate(raw: Any, *, registries: RegistriesLike | None = None) -> RunConfig:
     """Validate a config given as plain data (a dict as in the YAML file); component
     names are looked up in ``registries`` as in :func:`load_config`."""
-    from popmarl.config import validate as _validate
+    from popmarl.config.schema import validate as _validate
 
     return _validate(raw, registries=registries)
 
@@ -182,7 +182,7 @@ def run(config: RunConfig, out: str | None = None, *, resume: str | None = None,
     ``registries`` the config was validated with when it names a component registered
     in this process only (``with_component``): the run builds, and a backend's workers
     rebuild, its components from them."""
-    from popmarl.runner import run as _run
+    from popmarl.runs.runner import run as _run
 
     return _run(config, out=out, resume=resume, registries=registries)
 
@@ -194,7 +194,7 @@ def load_run(path: str | os.PathLike[str], iteration: int | None = None, *,
     player of the seat's meta-strategy on the env's own observations. ``iteration``:
     the meta-strategies of that iteration (0: the initial policies) instead of the final
     ones; ``registries`` as :func:`run` takes them."""
-    from popmarl.loaded import load_run as _load_run
+    from popmarl.tools.loaded_run import load_run as _load_run
 
     return _load_run(path, iteration, registries=registries)
 

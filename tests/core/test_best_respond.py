@@ -12,7 +12,7 @@ import pytest
 import popmarl
 from popmarl.builtin.exact_matrix_br import ExactMatrixBR
 from popmarl.builtin.local_backend import LocalBackend
-from popmarl.records import (
+from popmarl.data.records import (
     BestResponseResult,
     BestResponseTask,
     LearnerInit,

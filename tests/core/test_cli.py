@@ -15,8 +15,8 @@ import pytest
 import yaml
 
 import popmarl
-from popmarl.plugins import PLUGIN_GROUP
-from popmarl.registry import KINDS, STRICT_ENV
+from popmarl.plugins.hooks import PLUGIN_GROUP
+from popmarl.plugins.registry import KINDS, STRICT_ENV
 
 from testkit.run_files import read_metrics, read_npz, read_summary
 

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import popmarl
-from popmarl.registry import installed
+from popmarl.plugins.registry import installed
 
 from testkit.run_files import tree_digest
 

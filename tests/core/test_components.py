@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 import popmarl
-from popmarl.algorithm import PolicySpace
-from popmarl.component import Component
-from popmarl.registry import KINDS
-from popmarl.spaces import Box, Discrete
+from popmarl.interfaces.algorithm import PolicySpace
+from popmarl.interfaces.component import Component
+from popmarl.plugins.registry import KINDS
+from popmarl.interfaces.spaces import Box, Discrete
 
 CORE_COMPONENTS = [
     (kind, name) for kind in KINDS for name, entry in getattr(popmarl, kind).entries.items()

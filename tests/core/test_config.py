@@ -1,4 +1,4 @@
-"""Config validation (popmarl.config, popmarl.structure), in process. The same errors seen
+"""Config validation (popmarl.config.schema, popmarl.config.conversion), in process. The same errors seen
 through the real command line are in test_cli_errors.py."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 import popmarl
-from popmarl.config import RunConfig, apply_overrides, dump, validate
+from popmarl.config.schema import RunConfig, apply_overrides, dump, validate
 from popmarl.errors import ConfigError
 
 BASE = {"env": {"name": "matrix", "params": {"game": "rps"}}, "algorithm": "exact_matrix_br"}

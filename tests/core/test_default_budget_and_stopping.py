@@ -1,7 +1,7 @@
 """Defaults that adapt to the game (issue 35): the best-response budget that follows
-learning (:class:`popmarl.config.TrainingConfig`), the stopping conditions of a run that
-sets none (:class:`popmarl.config.StoppingConfig`, PSRO's convergence rule), and the
-env's traits they read (:mod:`popmarl.env_traits`)."""
+learning (:class:`popmarl.config.schema.TrainingConfig`), the stopping conditions of a run that
+sets none (:class:`popmarl.config.schema.StoppingConfig`, PSRO's convergence rule), and the
+env's traits they read (:mod:`popmarl.interfaces.env_traits`)."""
 
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ import pytest
 
 import popmarl
 from popmarl.builtin.matrix_env import MatrixEnv
-from popmarl.config import (AUTO_MAX_ENV_STEPS, AUTO_MIN_ENV_STEPS, AUTO_PATIENCE, DEFAULT_MAX_WALL_TIME_S,
+from popmarl.config.schema import (AUTO_MAX_ENV_STEPS, AUTO_MIN_ENV_STEPS, AUTO_PATIENCE, DEFAULT_MAX_WALL_TIME_S,
                             ROUND_ENV_STEPS, StoppingConfig, TrainingConfig)
-from popmarl.env_traits import measure
-from popmarl.metagame import new_strategy_gains
+from popmarl.interfaces.env_traits import measure
+from popmarl.gametheory.metagame import new_strategy_gains
 
 
 def test_no_budget_key_trains_until_a_plateau_scaled_by_the_games_length() -> None:
@@ -92,7 +92,7 @@ def test_traits_of_a_simultaneous_matrix_game_measured_by_random_play() -> None:
 
 
 def test_traits_are_measured_once_per_env_object_even_an_unhashable_one() -> None:
-    from popmarl.env_traits import traits_of
+    from popmarl.interfaces.env_traits import traits_of
 
     class Unhashable(MatrixEnv):
         __hash__ = None  # type: ignore[assignment]  # as an attrs class with eq would be

@@ -1,4 +1,4 @@
-"""Episodes recorded column-wise (:class:`popmarl.records.EpisodeBatch`): what the
+"""Episodes recorded column-wise (:class:`popmarl.data.records.EpisodeBatch`): what the
 rollout engine hands a learner, row for row, and opponents drawn by cumulative
 probabilities."""
 
@@ -9,11 +9,11 @@ from collections.abc import Mapping
 import numpy as np
 import pytest
 
-from popmarl.env import Env, Step, VectorEnv
-from popmarl.policy import Policy
-from popmarl.records import Episode, EpisodeBatch, Observations
-from popmarl.rollout import OpponentDraw, RolloutWorker, Seating
-from popmarl.spaces import Box, Discrete
+from popmarl.interfaces.env import Env, Step, VectorEnv
+from popmarl.interfaces.policy import Policy
+from popmarl.data.records import Episode, EpisodeBatch, Observations
+from popmarl.engine.rollout import OpponentDraw, RolloutWorker, Seating
+from popmarl.interfaces.spaces import Box, Discrete
 
 
 class _TaggedVector(VectorEnv):

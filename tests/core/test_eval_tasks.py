@@ -9,15 +9,15 @@ from typing import Any
 import numpy as np
 import pytest
 
-from popmarl import executor
-from popmarl.backend import Components, RunSetup
+from popmarl.engine import executor
+from popmarl.interfaces.backend import Components, RunSetup
 from popmarl.builtin.exact_matrix_br import ExactMatrixBR
 from popmarl.builtin.local_backend import LocalBackend
 from popmarl.builtin.matrix_env import MatrixEnv
-from popmarl.outcomes import outcome_counts, outcome_signs
-from popmarl.population import AgentMapping
-from popmarl.records import EvalTask, JointOpponents, Opponents
-from popmarl.runner import policy_spaces
+from popmarl.data.outcomes import outcome_counts, outcome_signs
+from popmarl.data.population import AgentMapping
+from popmarl.data.records import EvalTask, JointOpponents, Opponents
+from popmarl.runs.runner import policy_spaces
 
 #: Rock, paper, scissors, and the uniform mixture of the three (policy ids ``player_k/a``).
 POLICIES = {0: [1, 0, 0], 1: [0, 1, 0], 2: [0, 0, 1], 3: [1 / 3, 1 / 3, 1 / 3]}

@@ -8,10 +8,10 @@ import pytest
 from learning_schedule import ScheduleAlgorithm
 from test_marl_scenario import ReinforceAlgorithm
 
-from popmarl.algorithm import PolicySpace
+from popmarl.interfaces.algorithm import PolicySpace
 from popmarl.errors import CheckpointError
-from popmarl.records import Episode
-from popmarl.spaces import Box, Discrete
+from popmarl.data.records import Episode
+from popmarl.interfaces.spaces import Box, Discrete
 
 SPACE = PolicySpace(population="p", agents=("a",), observation_space=Box(shape=(1,), low=1.0, high=1.0),
                     action_space=Discrete(n=3))

@@ -1,4 +1,4 @@
-"""Hooks (popmarl.hookspec, popmarl.plugins) and the builtin trackers that implement them."""
+"""Hooks (popmarl.interfaces.hookspec, popmarl.plugins.hooks) and the builtin trackers that implement them."""
 
 from __future__ import annotations
 
@@ -11,14 +11,14 @@ import pluggy
 import pytest
 
 import popmarl
-from popmarl import hookspec
+from popmarl.interfaces import hookspec
 from popmarl.builtin.console_tracker import ConsoleTracker
 from popmarl.builtin.jsonl_tracker import JsonlTracker
 from popmarl.errors import PluginError
-from popmarl.plugins import PLUGIN_GROUP, Hooks, make_plugin_manager
-from popmarl.records import RunInfo
-from popmarl.registry import STRICT_ENV, PluginWarning
-from popmarl.tracker import Tracker
+from popmarl.plugins.hooks import PLUGIN_GROUP, Hooks, make_plugin_manager
+from popmarl.data.records import RunInfo
+from popmarl.plugins.registry import STRICT_ENV, PluginWarning
+from popmarl.interfaces.tracker import Tracker
 
 from testkit.run_files import read_metrics, read_summary, tree_digest
 
@@ -97,7 +97,7 @@ def test_every_hookspec_is_documented(name: str) -> None:
 @pytest.mark.parametrize("name", RUN_HOOKS)
 def test_every_run_hook_has_a_typed_forwarding_method(name: str) -> None:
     method = getattr(Hooks, name.removeprefix("popmarl_"), None)
-    assert method is not None, f"popmarl.plugins.Hooks has no method for {name}"
+    assert method is not None, f"popmarl.plugins.hooks.Hooks has no method for {name}"
     forwarded = list(inspect.signature(method).parameters)[1:]
     assert forwarded == list(inspect.signature(getattr(hookspec, name)).parameters)
 

@@ -73,4 +73,4 @@ def test_every_public_name_resolves() -> None:
 
     missing = [name for name in popmarl.__all__ if not hasattr(popmarl, name)]
     assert missing == []
-    assert popmarl.Policy.__module__ == "popmarl.policy" and popmarl.UserError.__module__ == "popmarl.errors"
+    assert popmarl.Policy.__module__ == "popmarl.interfaces.policy" and popmarl.UserError.__module__ == "popmarl.errors"

@@ -1,4 +1,4 @@
-"""A stop signal inside :func:`popmarl.interrupts.uninterrupted` waits for the block's end
+"""A stop signal inside :func:`popmarl.runs.interrupts.uninterrupted` waits for the block's end
 (a checkpoint written whole): CI once saw a SIGTERM land inside ``np.savez`` during a
 commit, and the zip file's cleanup turned the clean stop into a traceback."""
 
@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from popmarl.errors import Terminated
-from popmarl.interrupts import uninterrupted
-from popmarl.rundir import RunDirectory
+from popmarl.runs.interrupts import uninterrupted
+from popmarl.runs.rundir import RunDirectory
 
 
 def _terminate(signum: int, frame: object) -> None:
@@ -35,7 +35,7 @@ def test_a_sigterm_inside_the_block_acts_when_it_ends() -> None:
 
 
 def test_a_sigint_inside_a_commit_leaves_the_checkpoint_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import popmarl.rundir as rundir
+    import popmarl.runs.rundir as rundir
 
     write_npz = rundir.write_npz
 

@@ -1,5 +1,5 @@
 """``training.keep: best`` keeps the weights that played the best window: each version of
-the weights is scored on its own episodes (popmarl.keep)."""
+the weights is scored on its own episodes (popmarl.engine.kept_weights)."""
 
 from __future__ import annotations
 

@@ -20,10 +20,10 @@ from testkit.run_files import assert_same_arrays, read_metrics, read_npz, read_s
 CONFIG = {"env": {"params": {"game": "random_general_sum", "size": 12, "seed": 3}},
           "stopping": {"max_iterations": 6}}
 
-#: Runs the CLI with popmarl.atomic.write_bytes dying at its N-th call (N from argv).
+#: Runs the CLI with popmarl.data.atomic.write_bytes dying at its N-th call (N from argv).
 DIE_AT_WRITE = """
 import os, sys
-import popmarl.atomic as atomic
+import popmarl.data.atomic as atomic
 from popmarl.cli import main
 die_at, calls = int(sys.argv[1]), [0]
 real = atomic.write_bytes

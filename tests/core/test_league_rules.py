@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from popmarl.league_roles import (
+from popmarl.scenario.league.roles import (
     Frozen,
     LeagueExploitersConfig,
     MainAgentsConfig,
@@ -16,8 +16,8 @@ from popmarl.league_roles import (
     opponents,
     ready_to_snapshot,
 )
-from popmarl.league_table import WinRates, pfsp
-from popmarl.outcomes import PlayedGames
+from popmarl.scenario.league.table import WinRates, pfsp
+from popmarl.data.outcomes import PlayedGames
 
 
 def test_pfsp_weightings_follow_the_pseudocode() -> None:

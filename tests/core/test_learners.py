@@ -1,4 +1,4 @@
-"""The train-task protocol in one process (:meth:`popmarl.executor.Executor.train`): how a
+"""The train-task protocol in one process (:meth:`popmarl.engine.executor.Executor.train`): how a
 learner starts and carries on (``LearnerInit``), co-learning in the same episodes,
 opponents drawn per episode from mixtures and from a joint distribution, and learner
 states through the run directory.
@@ -15,13 +15,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from popmarl.backend import Components, RunSetup
+from popmarl.interfaces.backend import Components, RunSetup
 from popmarl.builtin.matrix_env import MatrixEnv
 from popmarl.errors import CheckpointError
-from popmarl.executor import Executor
-from popmarl.learner import LearnerError
-from popmarl.population import AgentMapping
-from popmarl.records import (
+from popmarl.engine.executor import Executor
+from popmarl.engine.learners import LearnerError
+from popmarl.data.population import AgentMapping
+from popmarl.data.records import (
     Episode,
     JointOpponents,
     LearnerInit,
@@ -33,8 +33,8 @@ from popmarl.records import (
     TrainResult,
     TrainTask,
 )
-from popmarl.rundir import RunDirectory
-from popmarl.runner import policy_spaces
+from popmarl.runs.rundir import RunDirectory
+from popmarl.runs.runner import policy_spaces
 
 from learning_schedule import ScheduleAlgorithm
 

@@ -18,7 +18,7 @@ import pytest
 
 import popmarl
 from popmarl.builtin.matrix_env import MixedStrategyPolicy
-from popmarl.spaces import Box, Discrete
+from popmarl.interfaces.spaces import Box, Discrete
 
 ROCK, PAPER = 0, 1
 

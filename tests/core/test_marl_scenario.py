@@ -12,8 +12,8 @@ import yaml
 
 import popmarl
 from learning_schedule import json_state, read_json_state
-from popmarl.policy import ExplicitPolicy, masked_uniform
-from popmarl.records import Observations
+from popmarl.interfaces.policy import ExplicitPolicy, masked_uniform
+from popmarl.data.records import Observations
 
 
 class SoftmaxPolicy(ExplicitPolicy):
@@ -122,7 +122,7 @@ def test_psro_with_a_learner_beats_the_initial_policy(tmp_path, with_reinforce):
         "training": {"max_episodes": 320, "episodes_per_update": 32, "max_env_steps": None},
         "stopping": {"max_iterations": 2}, "trackers": [],
     })
-    weights = popmarl.rundir.RunDirectory(tmp_path / "run").load_policy("player_0/2")
+    weights = popmarl.runs.rundir.RunDirectory(tmp_path / "run").load_policy("player_0/2")
     assert np.argmax(weights["logits"]) == 1
     assert summary["nash_conv"] < 0.5
 
@@ -195,7 +195,7 @@ def test_psro_self_play_learner_stays_a_best_response_for_its_own_seat(tmp_path,
         "training": {"max_episodes": 320, "episodes_per_update": 32, "max_env_steps": None, "self_play": 1.0},
         "stopping": {"max_iterations": 1}, "trackers": [],
     })
-    run = popmarl.rundir.RunDirectory(tmp_path / "run")
+    run = popmarl.runs.rundir.RunDirectory(tmp_path / "run")
     for population, action in (("player_0", 0), ("player_1", 1)):
         logits = run.load_policy(f"{population}/1")["logits"]
         probs = np.exp(logits - logits.max()) / np.exp(logits - logits.max()).sum()

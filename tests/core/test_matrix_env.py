@@ -1,4 +1,4 @@
-"""Env ``matrix`` and the meta-game arithmetic (popmarl.builtin.matrix_env, popmarl.metagame),
+"""Env ``matrix`` and the meta-game arithmetic (popmarl.builtin.matrix_env, popmarl.gametheory.metagame),
 checked against independent, enumerate-everything computations."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import pytest
 import popmarl
 from popmarl.builtin.matrix_env import MatrixEnv, MixedStrategyPolicy
 from popmarl.errors import ConfigError
-from popmarl.metagame import entropy, expected_payoffs, nash_conv, regrets
-from popmarl.rollout import OpponentDraw, RolloutWorker, Seating
-from popmarl.spaces import Discrete
+from popmarl.gametheory.metagame import entropy, expected_payoffs, nash_conv, regrets
+from popmarl.engine.rollout import OpponentDraw, RolloutWorker, Seating
+from popmarl.interfaces.spaces import Discrete
 
 from testkit.run_files import brute_force_nash_conv, brute_force_payoffs, collapsed_strategies, read_summary
 

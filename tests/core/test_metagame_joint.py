@@ -1,6 +1,6 @@
-"""Joint distributions over profiles (popmarl.metagame): marginals, values, CCE/CE gains
+"""Joint distributions over profiles (popmarl.gametheory.metagame): marginals, values, CCE/CE gains
 and gaps on hand-computed examples and against a brute-force enumeration; the
-:class:`popmarl.solver.JointMetaSolver` contract. Core only: numpy and popmarl."""
+:class:`popmarl.interfaces.solver.JointMetaSolver` contract. Core only: numpy and popmarl."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import itertools
 import numpy as np
 import pytest
 
-from popmarl.metagame import (
+from popmarl.gametheory.metagame import (
     ce_gains,
     ce_gap,
     cce_gains,
@@ -19,7 +19,7 @@ from popmarl.metagame import (
     marginals,
     regrets,
 )
-from popmarl.solver import JointMetaSolver
+from popmarl.interfaces.solver import JointMetaSolver
 
 #: Chicken: strategy 0 swerves, 1 dares; the column player's payoffs are the row's transposed.
 CHICKEN_ROW = np.array([[6.0, 2.0], [7.0, 0.0]])

@@ -1,4 +1,4 @@
-"""The payoff table (popmarl.payoffs): grows one policy per population per iteration, only
+"""The payoff table (popmarl.gametheory.payoffs): grows one policy per population per iteration, only
 missing entries are evaluated, and payoffs.npz round-trips without pickles."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import popmarl
 from popmarl.builtin.local_backend import LocalBackend
 from popmarl.builtin.matrix_env import MatrixEnv
 from popmarl.errors import CheckpointError
-from popmarl.payoffs import PayoffTable
+from popmarl.gametheory.payoffs import PayoffTable
 
 from testkit.run_files import read_metrics, read_npz
 

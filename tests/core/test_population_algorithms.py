@@ -16,7 +16,7 @@ import popmarl
 from popmarl.builtin.matrix_env import MixedStrategyPolicy
 from popmarl.builtin.random_policy import UniformRandomPolicy
 from popmarl.cli import main
-from popmarl.evaluate import load_run
+from popmarl.tools.evaluate import load_run
 
 from testkit.run_files import read_npz, read_summary, without_times
 from learning_schedule import ScheduleAlgorithm

@@ -1,12 +1,12 @@
-"""The stop rule of a training run (:mod:`popmarl.progress`): limits, targets over the
+"""The stop rule of a training run (:mod:`popmarl.engine.progress`): limits, targets over the
 return window, and the plateau rule's standard-error test."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from popmarl.progress import TrainingProgress
-from popmarl.records import TrainBudget
+from popmarl.engine.progress import TrainingProgress
+from popmarl.data.records import TrainBudget
 
 
 def progress(**budget: object) -> TrainingProgress:

@@ -1,4 +1,4 @@
-"""The PSRO scenario (popmarl.builtin.psro) end to end, in process: special cases as
+"""The PSRO scenario (popmarl.scenario.psro.scenario) end to end, in process: special cases as
 configurations, stopping conditions, determinism."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from popmarl.builtin.matrix_env import MatrixEnv
-from popmarl.builtin.psro import derive_seed
+from popmarl.scenario.psro.scenario import derive_seed
 
 from testkit.run_files import (
     assert_same_arrays,

@@ -18,9 +18,9 @@ import pytest
 import popmarl
 from popmarl.builtin.matrix_env import MatrixEnv
 from popmarl.errors import ConfigError
-from popmarl.evaluate import draw_profile, load_run
-from popmarl.metagame import cce_gap, check_payoffs
-from popmarl.rundir import RunDirectory
+from popmarl.tools.evaluate import draw_profile, load_run
+from popmarl.gametheory.metagame import cce_gap, check_payoffs
+from popmarl.runs.rundir import RunDirectory
 
 
 class Tilted(popmarl.JointMetaSolver):

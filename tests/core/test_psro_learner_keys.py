@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 import popmarl
-from popmarl.builtin.psro import PSRO, PSROState
-from popmarl.metagame import check_payoffs
-from popmarl.records import TrainTask
-from popmarl.rundir import RunDirectory
+from popmarl.scenario.psro.scenario import PSRO, PSROState
+from popmarl.gametheory.metagame import check_payoffs
+from popmarl.data.records import TrainTask
+from popmarl.runs.rundir import RunDirectory
 from learning_schedule import ScheduleAlgorithm
 
 

@@ -1,4 +1,4 @@
-"""Registries (popmarl.registry): built from entry points, immutable, lazily loading,
+"""Registries (popmarl.plugins.registry): built from entry points, immutable, lazily loading,
 clear about unknown names, duplicates and broken plugins."""
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ import attrs
 import pytest
 
 import popmarl
-from popmarl import registries
+from popmarl.plugins import registries
 from popmarl.errors import PluginError, UnknownComponentError
-from popmarl.registry import (KINDS, STRICT_ENV, PluginWarning, Registry, checkout_plugins, install_hint, installed,
+from popmarl.plugins.registry import (KINDS, STRICT_ENV, PluginWarning, Registry, checkout_plugins, install_hint, installed,
                               plugin_distributions)
 
 #: The checkout's plugins, one directory each.
@@ -58,7 +58,7 @@ def test_each_kind_is_a_registry_of_popmarl_entry_points(kind: str) -> None:
     for name in CORE_BUILTINS[kind]:
         entry = registry.entry(name)
         assert (entry.distribution, entry.version) == ("popmarl", popmarl.__version__)
-        assert entry.target.startswith("popmarl.builtin.")
+        assert entry.target.startswith(("popmarl.builtin.", "popmarl.scenario."))
 
 
 def test_registries_get_refuses_an_unknown_kind() -> None:

@@ -195,8 +195,8 @@ def test_resume_of_a_run_killed_before_its_first_checkpoint_starts_it_afresh(run
                                                                              tmp_path: Path) -> None:
     """What a kill leaves between creating the directory and committing iteration 0."""
     import popmarl
-    from popmarl.config import dump
-    from popmarl.rundir import RunDirectory
+    from popmarl.config.schema import dump
+    from popmarl.runs.rundir import RunDirectory
 
     straight = run_inprocess(out="straight")
     config = popmarl.load_config(str(write_config()))
@@ -223,7 +223,7 @@ def test_frozen_policies_are_stored_deflated_and_load_exactly(tmp_path: Path) ->
     information-state keys) take a fraction of their raw size, and load back bit-exact."""
     import numpy as np
 
-    from popmarl.rundir import RunDirectory
+    from popmarl.runs.rundir import RunDirectory
 
     run = RunDirectory(tmp_path / "run")
     run.create("seed: 0\n")

@@ -9,11 +9,11 @@ from collections.abc import Mapping
 import numpy as np
 import pytest
 
-from popmarl.env import Env, Step, VectorEnv
-from popmarl.policy import Policy
-from popmarl.records import Episode, Observations
-from popmarl.rollout import OpponentDraw, RolloutWorker, Seating
-from popmarl.spaces import Box, Discrete
+from popmarl.interfaces.env import Env, Step, VectorEnv
+from popmarl.interfaces.policy import Policy
+from popmarl.data.records import Episode, Observations
+from popmarl.engine.rollout import OpponentDraw, RolloutWorker, Seating
+from popmarl.interfaces.spaces import Box, Discrete
 
 
 def _step(decisions: dict, rewards: np.ndarray, finished: list[int], n_agents: int, *, truncated: bool,

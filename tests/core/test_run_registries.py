@@ -12,7 +12,7 @@ import pytest
 
 import popmarl
 from popmarl.errors import ConfigError, UnknownComponentError
-from popmarl.metagame import check_payoffs
+from popmarl.gametheory.metagame import check_payoffs
 
 from testkit.run_files import read_summary
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 import popmarl
-from popmarl.config import to_dict
+from popmarl.config.schema import to_dict
 from popmarl.errors import ConfigError
 
 SAVED_ALGORITHM = ("--set algorithm.name=random: algorithm.params still hold exact_matrix_br's params, which random "

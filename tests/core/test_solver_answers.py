@@ -16,7 +16,7 @@ import pytest
 
 import popmarl
 from popmarl.errors import PopmarlError, UserError
-from popmarl.solver import SolverResult, solution_metrics
+from popmarl.interfaces.solver import SolverResult, solution_metrics
 
 from testkit.run_files import read_summary
 

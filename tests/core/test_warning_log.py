@@ -1,5 +1,5 @@
 """Python warnings raised during a run are appended to the run directory's ``log.txt``
-(:mod:`popmarl.warning_log`): ``popmarl run`` shows only popmarl's own on the console;
+(:mod:`popmarl.runs.warning_log`): ``popmarl run`` shows only popmarl's own on the console;
 ``popmarl.run`` in a program passes every one on as before, so its filters and
 ``pytest.warns`` see them."""
 
@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 import popmarl
-from popmarl.runner import run
-from popmarl.warning_log import WarningLog
+from popmarl.runs.runner import run
+from popmarl.runs.warning_log import WarningLog
 
 
 class NoisySolver(popmarl.MetaSolver):

@@ -13,16 +13,16 @@ import numpy as np
 import pyspiel
 import pytest
 
-from popmarl.algorithm import Algorithm, PolicySpace, TrainerContext
+from popmarl.interfaces.algorithm import Algorithm, PolicySpace, TrainerContext
 from popmarl.builtin.random_policy import BoxRandomPolicy, UniformRandomPolicy
-from popmarl.env import Env
+from popmarl.interfaces.env import Env
 from popmarl.errors import ConfigError
-from popmarl.policy import Policy
-from popmarl.records import Episode, LearnerSpec, Opponents, TrainBudget, TrainTask
-from popmarl.rollout import OpponentDraw, RolloutWorker, Seating
-from popmarl.spaces import Discrete
-from popmarl.trainer import Trainer, TrainerState
-from popmarl.trajectories import JointEpisodes
+from popmarl.interfaces.policy import Policy
+from popmarl.data.records import Episode, LearnerSpec, Opponents, TrainBudget, TrainTask
+from popmarl.engine.rollout import OpponentDraw, RolloutWorker, Seating
+from popmarl.interfaces.spaces import Discrete
+from popmarl.interfaces.trainer import Trainer, TrainerState
+from popmarl.data.trajectories import JointEpisodes
 from popmarl_openspiel.env import OpenSpielEnv
 from popmarl_pettingzoo.env import PettingZooEnv
 
@@ -204,9 +204,9 @@ class _JointRandom(Algorithm):
 
 
 def test_a_joint_trainer_gets_its_context_and_games_through_run_task() -> None:
-    from popmarl.agent import AgentInterface
-    from popmarl.learner import Learners
-    from popmarl.training import run_task
+    from popmarl.interfaces.agent import AgentInterface
+    from popmarl.engine.learners import Learners
+    from popmarl.engine.learner_loop import run_task
 
     env = _pz("mpe2.simple_speaker_listener_v4")
     speaker, listener = env.agents
@@ -244,7 +244,7 @@ def test_an_algorithm_that_needs_state_is_refused_on_an_env_without(tmp_path: An
 
 
 def _team_agents(env: Env, algorithm: Algorithm, names: Mapping[str, str] | None = None) -> dict[str, Any]:
-    from popmarl.agent import AgentInterface
+    from popmarl.interfaces.agent import AgentInterface
 
     return {seat: AgentInterface(space=PolicySpace(population=seat, agents=(seat,),
                                                    observation_space=env.observation_space(seat),
@@ -254,7 +254,7 @@ def _team_agents(env: Env, algorithm: Algorithm, names: Mapping[str, str] | None
 
 
 def _snapshot(population: str) -> Any:
-    from popmarl.records import PolicySpec
+    from popmarl.data.records import PolicySpec
 
     return PolicySpec(policy_id=f"{population}/1", population=population, algorithm="joint_random", iteration=1)
 
@@ -263,9 +263,9 @@ def test_a_team_learner_owns_seats_of_two_populations_with_one_update_and_one_ch
     """Speaker and listener are two populations (``per_player``); one team learner plays
     both: one trainer, given both policies and spaces, one joint view per round, a
     snapshot per population, one state that rebuilds the team."""
-    from popmarl.learner import Learners
-    from popmarl.rundir import RunDirectory
-    from popmarl.training import run_task
+    from popmarl.engine.learners import Learners
+    from popmarl.runs.rundir import RunDirectory
+    from popmarl.engine.learner_loop import run_task
 
     env = _pz("mpe2.simple_speaker_listener_v4")
     speaker, listener = env.agents
@@ -297,7 +297,7 @@ def test_a_team_learner_owns_seats_of_two_populations_with_one_update_and_one_ch
 
 def test_a_team_needs_one_algorithm_that_reads_the_joint_view() -> None:
     from popmarl.builtin.random_policy import RandomAlgorithm
-    from popmarl.learner import LearnerError, Learners
+    from popmarl.engine.learners import LearnerError, Learners
 
     env = _pz("mpe2.simple_speaker_listener_v4")
     speaker, listener = env.agents

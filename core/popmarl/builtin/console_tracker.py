@@ -24,9 +24,9 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from popmarl.hookspec import hookimpl
-from popmarl.records import RunInfo
-from popmarl.tracker import Tracker
+from popmarl.interfaces.hookspec import hookimpl
+from popmarl.data.records import RunInfo
+from popmarl.interfaces.tracker import Tracker
 
 
 @attrs.frozen(kw_only=True)

@@ -11,11 +11,11 @@ from typing import Literal
 import attrs
 import numpy as np
 
-from popmarl.algorithm import Algorithm, BestResponseProblem, PolicySpace
+from popmarl.interfaces.algorithm import Algorithm, BestResponseProblem, PolicySpace
 from popmarl.builtin.matrix_env import MatrixEnv, MixedStrategyPolicy
 from popmarl.errors import ConfigError
-from popmarl.metagame import deviation_payoffs
-from popmarl.spaces import Discrete
+from popmarl.gametheory.metagame import deviation_payoffs
+from popmarl.interfaces.spaces import Discrete
 
 
 @attrs.frozen(kw_only=True)

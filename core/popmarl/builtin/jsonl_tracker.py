@@ -15,10 +15,10 @@ from typing import Any
 
 import attrs
 
-from popmarl.atomic import json_default
-from popmarl.hookspec import hookimpl
-from popmarl.records import RunInfo
-from popmarl.tracker import Tracker
+from popmarl.data.atomic import json_default
+from popmarl.interfaces.hookspec import hookimpl
+from popmarl.data.records import RunInfo
+from popmarl.interfaces.tracker import Tracker
 
 
 @attrs.frozen(kw_only=True)

@@ -1,17 +1,17 @@
 """Backend ``local``: every task in this process, deterministic for a given seed.
 
-A train task's learners act and update right here: :func:`popmarl.training.run_task`
-through the :class:`~popmarl.executor.Executor`, which holds the learners between tasks;
-best-response tasks are answered by :func:`popmarl.answering.answer`.
+A train task's learners act and update right here: :func:`popmarl.engine.learner_loop.run_task`
+through the :class:`~popmarl.engine.executor.Executor`, which holds the learners between tasks;
+best-response tasks are answered by :func:`popmarl.engine.exact_answers.answer`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from popmarl.backend import Backend, Components, RunSetup
-from popmarl.executor import Executor
-from popmarl.records import (
+from popmarl.interfaces.backend import Backend, Components, RunSetup
+from popmarl.engine.executor import Executor
+from popmarl.data.records import (
     BestResponseResult,
     BestResponseTask,
     EvalResult,
@@ -23,7 +23,7 @@ from popmarl.records import (
 
 
 class LocalBackend(Backend):
-    """Runs tasks in-process with one :class:`~popmarl.executor.Executor`."""
+    """Runs tasks in-process with one :class:`~popmarl.engine.executor.Executor`."""
 
     def start(self, setup: RunSetup, components: Components) -> None:
         self._executor = Executor(setup, components)

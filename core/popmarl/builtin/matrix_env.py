@@ -15,13 +15,13 @@ import attrs
 import numpy as np
 
 from popmarl.builtin.matrix_match import MatrixMatch
-from popmarl.env import CorrelatedProfile, ExactEnv, MixedProfile, Profile, Step, VectorEnv
+from popmarl.interfaces.env import CorrelatedProfile, ExactEnv, MixedProfile, Profile, Step, VectorEnv
 from popmarl.errors import ConfigError
-from popmarl.metagame import batch_expected_payoffs, deviation_payoffs, nash_conv
-from popmarl.outcomes import outcome_indicators
-from popmarl.policy import ExplicitPolicy
-from popmarl.records import Observations
-from popmarl.spaces import Box, Discrete
+from popmarl.gametheory.metagame import batch_expected_payoffs, deviation_payoffs, nash_conv
+from popmarl.data.outcomes import outcome_indicators
+from popmarl.interfaces.policy import ExplicitPolicy
+from popmarl.data.records import Observations
+from popmarl.interfaces.spaces import Box, Discrete
 
 _NAMED = {
     "rps": np.array([[[0, -1, 1], [1, 0, -1], [-1, 1, 0]], [[0, 1, -1], [-1, 0, 1], [1, -1, 0]]], float),

@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from popmarl.actor import Action
-from popmarl.match import Match
+from popmarl.tools.actor import Action
+from popmarl.interfaces.match import Match
 
 #: The named games' action names.
 ACTION_NAMES = {"rps": ("Rock", "Paper", "Scissors"), "matching_pennies": ("Heads", "Tails"),

@@ -9,10 +9,10 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from popmarl.algorithm import Algorithm, PolicySpace
-from popmarl.policy import ExplicitPolicy, Policy, masked_uniform
-from popmarl.records import Observations
-from popmarl.spaces import Box, Discrete
+from popmarl.interfaces.algorithm import Algorithm, PolicySpace
+from popmarl.interfaces.policy import ExplicitPolicy, Policy, masked_uniform
+from popmarl.data.records import Observations
+from popmarl.interfaces.spaces import Box, Discrete
 
 
 class UniformRandomPolicy(ExplicitPolicy):

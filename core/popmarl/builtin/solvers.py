@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from popmarl.metagame import check_payoffs
-from popmarl.solver import MetaSolver
+from popmarl.gametheory.metagame import check_payoffs
+from popmarl.interfaces.solver import MetaSolver
 
 
 class Uniform(MetaSolver):

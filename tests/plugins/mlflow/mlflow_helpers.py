@@ -93,7 +93,7 @@ class MlflowServer:
 
 def config(trackers: list[Any], **overrides: Any) -> Any:
     """A validated RunConfig of :data:`BASE` with ``trackers`` and top-level ``overrides``."""
-    from popmarl.config import validate
+    from popmarl.config.schema import validate
 
     return validate({**BASE, "trackers": trackers, **overrides})
 

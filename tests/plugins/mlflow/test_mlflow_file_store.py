@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from popmarl.cli import main
-from popmarl.config import validate
+from popmarl.config.schema import validate
 
 from mlflow_helpers import BASE
 

@@ -217,7 +217,7 @@ def test_the_drawing_process_does_not_outlive_the_run(death: str) -> None:
 
 
 def test_a_large_heat_map_labels_at_most_10_policies_per_axis(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from popmarl.payoffs import PayoffTable
+    from popmarl.gametheory.payoffs import PayoffTable
 
     n = 61
     rng = np.random.default_rng(0)

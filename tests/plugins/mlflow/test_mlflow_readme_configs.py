@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 import popmarl
-from popmarl.config import validate
+from popmarl.config.schema import validate
 
 from mlflow_helpers import client, config, mlflow_run_id
 from popmarl_mlflow.connection import resolve_tracking_uri

@@ -10,8 +10,8 @@ import pytest
 from open_spiel.python import policy as spiel_policy
 
 import popmarl
-from popmarl.policy import ExplicitPolicy, Policy
-from popmarl.records import Observations
+from popmarl.interfaces.policy import ExplicitPolicy, Policy
+from popmarl.data.records import Observations
 from popmarl_openspiel.env import OpenSpielEnv
 from popmarl_openspiel.tabular import TabularPolicy
 

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 import popmarl
-from popmarl.env_traits import measure
+from popmarl.interfaces.env_traits import measure
 from popmarl_openspiel.env import OpenSpielEnv
 
 pytestmark = pytest.mark.skipif("nash" not in popmarl.solvers.names(),

@@ -14,7 +14,7 @@ import pytest
 import yaml
 from open_spiel.python.algorithms import exploitability
 from popmarl.cli import main
-from popmarl.evaluate import load_run
+from popmarl.tools.evaluate import load_run
 
 pytest.importorskip("popmarl_tianshou")
 from popmarl_tianshou.policy import QPolicy, TorchPolicy  # noqa: E402

@@ -11,7 +11,7 @@ import pyspiel
 import pytest
 
 import popmarl
-from popmarl.rundir import RunDirectory
+from popmarl.runs.rundir import RunDirectory
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 pytestmark = pytest.mark.skipif("cce" not in popmarl.solvers.names(),

@@ -13,8 +13,8 @@ from openspiel_helpers import SpielView, random_tabular
 
 import popmarl
 from popmarl.errors import ConfigError
-from popmarl.outcomes import outcome_counts
-from popmarl.policy import ExplicitPolicy
+from popmarl.data.outcomes import outcome_counts
+from popmarl.interfaces.policy import ExplicitPolicy
 from popmarl_openspiel.env import OpenSpielEnv
 from popmarl_openspiel.tabular import TabularPolicy
 

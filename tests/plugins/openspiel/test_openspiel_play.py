@@ -13,7 +13,7 @@ import numpy as np
 import popmarl
 import pyspiel
 import pytest
-from popmarl.actor import Actor
+from popmarl.tools.actor import Actor
 from popmarl_openspiel.env import OpenSpielEnv
 
 CONFIG = {

@@ -143,7 +143,7 @@ def test_eval_of_a_shared_run_plays_each_seat_its_own_mixture(tmp_path):
     """Kuhn, shared, Nash: the seats' mixtures over the one pool differ (4 iterations:
     seat 0 [.583 .083 .333], seat 1 [.583 .167 .25] on its support); ``popmarl eval``
     draws each seat from its own, not from their mean."""
-    from popmarl.evaluate import load_run
+    from popmarl.tools.evaluate import load_run
 
     config = popmarl.load_config(str(EXAMPLES / "psro_kuhn.yaml"), [
         "agents.mapping=shared", "stopping.max_iterations=4", "stopping.target_nash_conv=null", "trackers=[]"])

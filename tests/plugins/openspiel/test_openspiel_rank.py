@@ -12,7 +12,7 @@ import yaml
 
 import popmarl
 from popmarl.cli import main
-from popmarl.ratings import elo
+from popmarl.gametheory.ratings import elo
 
 CONFIG = {
     "scenario": "psro", "seed": 0,

@@ -11,7 +11,7 @@ import numpy as np
 from openspiel_helpers import requires_nash
 
 import popmarl
-from popmarl.rundir import RunDirectory
+from popmarl.runs.rundir import RunDirectory
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 #: A Leduc best response as ``np.savez`` wrote it is 220-224 KB, 96% of it the

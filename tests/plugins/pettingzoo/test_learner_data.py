@@ -12,13 +12,13 @@ import gymnasium.spaces as gs
 import numpy as np
 import popmarl
 import pytest
-from popmarl.algorithm import PolicySpace
-from popmarl.agent import AgentInterface
-from popmarl.learner import Learners
-from popmarl.records import Episode, LearnerInit, LearnerSpec, TrainBudget, TrainTask
-from popmarl.rollout import OpponentDraw, RolloutWorker, Seating
-from popmarl.spaces import Box
-from popmarl.training import run_task
+from popmarl.interfaces.algorithm import PolicySpace
+from popmarl.interfaces.agent import AgentInterface
+from popmarl.engine.learners import Learners
+from popmarl.data.records import Episode, LearnerInit, LearnerSpec, TrainBudget, TrainTask
+from popmarl.engine.rollout import OpponentDraw, RolloutWorker, Seating
+from popmarl.interfaces.spaces import Box
+from popmarl.engine.learner_loop import run_task
 from popmarl_pettingzoo import PettingZooEnv
 
 from pz_guards import random_actions

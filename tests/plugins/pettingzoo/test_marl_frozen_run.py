@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 import popmarl
-from popmarl.records import Observations
+from popmarl.data.records import Observations
 
 pytest.importorskip("popmarl_tianshou")
 from testkit.run_files import (

@@ -13,8 +13,8 @@ from typing import Any
 import popmarl
 import pytest
 import yaml
-from popmarl.builtin.psro import PSRO
-from popmarl.evaluate import evaluate_run, load_run, opponent_pools
+from popmarl.scenario.psro.scenario import PSRO
+from popmarl.tools.evaluate import evaluate_run, load_run, opponent_pools
 
 from user_nim import win_rate_against_random
 

@@ -1,5 +1,5 @@
 """Params that follow the env (issue 35): ``dqn``'s ``lr``, ``gamma`` and ``n_step`` from
-the traits random play measures (:mod:`popmarl.env_traits`), filled where the config
+the traits random play measures (:mod:`popmarl.interfaces.env_traits`), filled where the config
 leaves them unset, said in the run's log, and never over a value the config sets; and a
 ``psro`` best response's opponent exploration and self-play in a long turn-based game."""
 
@@ -11,9 +11,9 @@ from typing import Any
 import popmarl
 import pytest
 import yaml
-from popmarl.config import ComponentConfig
-from popmarl.env_traits import measure
-from popmarl.runner import with_env_defaults
+from popmarl.config.schema import ComponentConfig
+from popmarl.interfaces.env_traits import measure
+from popmarl.runs.runner import with_env_defaults
 from popmarl_pettingzoo.env import PettingZooEnv
 
 pytestmark = pytest.mark.filterwarnings("ignore:The old environment creation API:DeprecationWarning")
@@ -69,7 +69,7 @@ def test_a_connect_four_best_response_meets_random_moves_and_itself_by_default(
         expected: tuple[float, float]) -> None:
     """What a psro best response's games were played with (the rollout worker's arguments,
     recorded on their way through): its share of self-play and its opponents' exploration."""
-    from popmarl.rollout import RolloutWorker
+    from popmarl.engine.rollout import RolloutWorker
 
     asked: list[tuple[float, float]] = []
     explore = RolloutWorker.explore
@@ -90,9 +90,9 @@ def test_a_connect_four_best_response_meets_random_moves_and_itself_by_default(
 
 
 def test_no_self_play_by_default_where_the_populations_spaces_differ_or_the_game_is_short() -> None:
-    from popmarl.algorithm import PolicySpace, default_self_play, opponent_exploration
-    from popmarl.runner import build
-    from popmarl.spaces import Box, Discrete
+    from popmarl.interfaces.algorithm import PolicySpace, default_self_play, opponent_exploration
+    from popmarl.runs.runner import build
+    from popmarl.interfaces.spaces import Box, Discrete
 
     four, three = PettingZooEnv(**CONNECT_FOUR), PettingZooEnv(**TICTACTOE)
     board = Box(low=0, high=1, shape=(84,))

@@ -15,8 +15,8 @@ import popmarl
 import pytest
 import yaml
 from popmarl.cli import main
-from popmarl.evaluate import load_run
-from popmarl.rundir import RunDirectory
+from popmarl.tools.evaluate import load_run
+from popmarl.runs.rundir import RunDirectory
 
 pytest.importorskip("popmarl_tianshou")
 from popmarl_tianshou.policy import CategoricalPolicy, QPolicy  # noqa: E402

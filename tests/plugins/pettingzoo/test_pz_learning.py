@@ -20,7 +20,7 @@ from typing import Any
 import attrs
 import popmarl
 import pytest
-from popmarl.evaluate import evaluate_run, load_run, opponent_pools, random_pools
+from popmarl.tools.evaluate import evaluate_run, load_run, opponent_pools, random_pools
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("popmarl_tianshou")

@@ -106,9 +106,9 @@ def test_has_chance_is_the_games_word_and_turns_off_the_default_opponent_explora
     """PettingZoo cannot tell whether chance plays; ``has_chance`` says so, and a ``psro``
     best response of ``dqn`` (opponent exploration 0.3 by default) then gets none."""
     pytest.importorskip("popmarl_tianshou")
-    from popmarl.algorithm import opponent_exploration
-    from popmarl.config import ComponentConfig
-    from popmarl.runner import build
+    from popmarl.interfaces.algorithm import opponent_exploration
+    from popmarl.config.schema import ComponentConfig
+    from popmarl.runs.runner import build
 
     dqn = build("algorithms", ComponentConfig(name="dqn"), "algorithm.params")
     params = {"module": "pettingzoo.classic.tictactoe_v3"}

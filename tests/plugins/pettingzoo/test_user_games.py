@@ -17,10 +17,10 @@ import popmarl
 import pytest
 import yaml
 from pettingzoo.test import api_test, parallel_api_test
-from popmarl.config import ComponentConfig
-from popmarl.policy import ExplicitPolicy
-from popmarl.records import Observations, Weights
-from popmarl.runner import build
+from popmarl.config.schema import ComponentConfig
+from popmarl.interfaces.policy import ExplicitPolicy
+from popmarl.data.records import Observations, Weights
+from popmarl.runs.runner import build
 
 import user_allocation as blotto
 import user_dice as dice

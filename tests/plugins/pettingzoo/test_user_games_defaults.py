@@ -17,7 +17,7 @@ from typing import Any
 import popmarl
 import pytest
 import yaml
-from popmarl.builtin.psro import PSRO
+from popmarl.scenario.psro.scenario import PSRO
 
 import user_allocation
 import user_dice

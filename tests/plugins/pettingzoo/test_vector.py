@@ -12,9 +12,9 @@ import gymnasium.spaces as gs
 import numpy as np
 import popmarl
 import pytest
-from popmarl.algorithm import PolicySpace
-from popmarl.rollout import OpponentDraw, RolloutWorker, Seating
-from popmarl.spaces import Box, Discrete
+from popmarl.interfaces.algorithm import PolicySpace
+from popmarl.engine.rollout import OpponentDraw, RolloutWorker, Seating
+from popmarl.interfaces.spaces import Box, Discrete
 from popmarl_pettingzoo import PettingZooEnv
 from popmarl_pettingzoo.spaces import ObservationCodec
 

@@ -126,7 +126,7 @@ def policy_mixture(pool: Any, env: Any, seat: str, observation: np.ndarray) -> n
 def run_nash_conv(run: str | os.PathLike[str] | Any) -> float:
     """The exact NashConv of a popmarl run's final meta-strategy (a run directory, or a run
     :func:`popmarl.load_run` loaded) on this game, with the kwargs of the run's config."""
-    from popmarl.loaded import LoadedRun, load_run
+    from popmarl.tools.loaded_run import LoadedRun, load_run
 
     loaded = run if isinstance(run, LoadedRun) else load_run(run)
     kwargs = dict(loaded.config.env.params.get("kwargs") or {})

@@ -284,7 +284,7 @@ def policy_strategy(probabilities: Callable[[dict[str, np.ndarray]], np.ndarray]
 
 def pools_nash_conv(env: Any, pools: Mapping[str, Any], faces: int = FACES) -> float:
     """The exact NashConv of each seat playing its pool's meta-strategy (``pools``: seat ->
-    ``policies`` and ``mixture``, as :class:`popmarl.loaded.Pool`); ``env``: the popmarl
+    ``policies`` and ``mixture``, as :class:`popmarl.tools.loaded_run.Pool`); ``env``: the popmarl
     env, whose ``observe`` makes each policy's input from the game's observation."""
     form = SequenceForm(faces)
     plans = []
@@ -303,7 +303,7 @@ def pools_nash_conv(env: Any, pools: Mapping[str, Any], faces: int = FACES) -> f
 def run_nash_conv(run: str | os.PathLike[str] | Any) -> float:
     """The exact NashConv of a popmarl run's final meta-strategy (a run directory, or a run
     :func:`popmarl.load_run` loaded), with the ``faces`` of the run's config."""
-    from popmarl.loaded import LoadedRun, load_run
+    from popmarl.tools.loaded_run import LoadedRun, load_run
 
     loaded = run if isinstance(run, LoadedRun) else load_run(run)
     faces = int(dict(loaded.config.env.params.get("kwargs") or {}).get("faces", FACES))

@@ -18,12 +18,12 @@ import numpy as np
 import ray
 
 import popmarl
-from popmarl.algorithm import Algorithm, PolicySpace
+from popmarl.interfaces.algorithm import Algorithm, PolicySpace
 from popmarl.builtin.exact_matrix_br import ExactMatrixBR, ExactMatrixBRConfig
-from popmarl.config import validate
+from popmarl.config.schema import validate
 from popmarl.errors import CheckpointError
-from popmarl.policy import ExplicitPolicy, masked_uniform, sample_rows
-from popmarl.records import (
+from popmarl.interfaces.policy import ExplicitPolicy, masked_uniform, sample_rows
+from popmarl.data.records import (
     BestResponseResult,
     BestResponseTask,
     EvalResult,
@@ -33,8 +33,8 @@ from popmarl.records import (
     TrainResult,
     TrainTask,
 )
-from popmarl.spaces import Discrete
-from popmarl.trainer import Trainer, TrainerState
+from popmarl.interfaces.spaces import Discrete
+from popmarl.interfaces.trainer import Trainer, TrainerState
 from popmarl_ray import RayBackend
 from popmarl_ray.servers import EpisodeServerActor
 

@@ -1,4 +1,4 @@
-"""One learner loop (``popmarl.training.run_task``) on every backend: the same episodes,
+"""One learner loop (``popmarl.engine.learner_loop.run_task``) on every backend: the same episodes,
 fed to it in-process (``LocalFeed``) or through the ray backend's episode and parameter
 servers (``RayFeed``, its rounds queued as rollout workers queue them), give identical
 updates, metrics and snapshots."""
@@ -12,13 +12,13 @@ import numpy as np
 import ray
 
 import popmarl
-from popmarl.agent import AgentInterface
-from popmarl.algorithm import PolicySpace
-from popmarl.learner import Learners
-from popmarl.records import Episode, EpisodeBatch, LearnerSpec, Opponents, PolicySpec, TrainBudget, TrainTask
-from popmarl.rollout import RolloutWorker
-from popmarl.trainer import Trainer
-from popmarl.training import run_task
+from popmarl.interfaces.agent import AgentInterface
+from popmarl.interfaces.algorithm import PolicySpace
+from popmarl.engine.learners import Learners
+from popmarl.data.records import Episode, EpisodeBatch, LearnerSpec, Opponents, PolicySpec, TrainBudget, TrainTask
+from popmarl.engine.rollout import RolloutWorker
+from popmarl.interfaces.trainer import Trainer
+from popmarl.engine.learner_loop import run_task
 from popmarl_ray.feed import RayFeed, stream_of
 from popmarl_ray.servers import EpisodeServerActor, ParameterServerActor
 from ray_helpers import Bandit, BanditPolicy, BanditTrainer

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from popmarl.backend import RunSetup
-from popmarl.population import AgentMapping
+from popmarl.interfaces.backend import RunSetup
+from popmarl.data.population import AgentMapping
 from popmarl_ray import RayConfig
 from popmarl_ray.backend import unused_gpus
 

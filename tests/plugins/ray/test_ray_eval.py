@@ -13,12 +13,12 @@ import numpy as np
 import pytest
 
 import popmarl
-from popmarl.backend import Components, RunSetup
+from popmarl.interfaces.backend import Components, RunSetup
 from popmarl.builtin.exact_matrix_br import ExactMatrixBR
 from popmarl.builtin.matrix_env import MatrixEnv
 from popmarl.cli import main
-from popmarl.population import AgentMapping
-from popmarl.records import (
+from popmarl.data.population import AgentMapping
+from popmarl.data.records import (
     BestResponseResult,
     BestResponseTask,
     LearnerSpec,
@@ -27,7 +27,7 @@ from popmarl.records import (
     TrainResult,
     TrainTask,
 )
-from popmarl.runner import policy_spaces
+from popmarl.runs.runner import policy_spaces
 from popmarl_ray import RayBackend
 
 from ray_helpers import MATRIX_EXACT, ray_backend, run

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import popmarl_ray.backend
-from popmarl.payoffs import PayoffTable
+from popmarl.gametheory.payoffs import PayoffTable
 from ray_helpers import (
     MATRIX_EXACT,
     STOPPED,

@@ -17,13 +17,13 @@ import ray
 import learning_schedule
 import popmarl
 from learning_schedule import ScheduleAlgorithm
-from popmarl.agent import AgentInterface
-from popmarl.algorithm import PolicySpace
-from popmarl.learner import Learners
-from popmarl.payoffs import PayoffTable
-from popmarl.records import Episode, EpisodeBatch, LearnerSpec, PolicySpec, TrainBudget, TrainTask
-from popmarl.trainer import Trainer
-from popmarl.training import run_task
+from popmarl.interfaces.agent import AgentInterface
+from popmarl.interfaces.algorithm import PolicySpace
+from popmarl.engine.learners import Learners
+from popmarl.gametheory.payoffs import PayoffTable
+from popmarl.data.records import Episode, EpisodeBatch, LearnerSpec, PolicySpec, TrainBudget, TrainTask
+from popmarl.interfaces.trainer import Trainer
+from popmarl.engine.learner_loop import run_task
 from popmarl_ray.feed import RayFeed, stream_of
 from popmarl_ray.servers import EpisodeServerActor, ParameterServerActor
 from ray_helpers import installed, ray_backend, run

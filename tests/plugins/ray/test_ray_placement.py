@@ -16,14 +16,14 @@ import attrs
 import numpy as np
 import ray
 
-from popmarl.algorithm import PolicySpace, TrainerContext
-from popmarl.backend import Components, RunSetup
+from popmarl.interfaces.algorithm import PolicySpace, TrainerContext
+from popmarl.interfaces.backend import Components, RunSetup
 from popmarl.builtin.matrix_env import MatrixEnv
-from popmarl.population import AgentMapping
-from popmarl.records import Episode, LearnerSpec, Observations, Opponents, PolicySpec, TrainBudget, TrainTask
-from popmarl.runner import policy_spaces
-from popmarl.trainer import Trainer
-from popmarl.trajectories import JointEpisodes
+from popmarl.data.population import AgentMapping
+from popmarl.data.records import Episode, LearnerSpec, Observations, Opponents, PolicySpec, TrainBudget, TrainTask
+from popmarl.runs.runner import policy_spaces
+from popmarl.interfaces.trainer import Trainer
+from popmarl.data.trajectories import JointEpisodes
 from popmarl_ray import RayBackend
 from ray_helpers import Bandit, BanditPolicy, BanditTrainer, run, with_bandit
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import popmarl
-from popmarl.config import apply_overrides, validate
+from popmarl.config.schema import apply_overrides, validate
 
 from readme_configs import readme_configs, short
 

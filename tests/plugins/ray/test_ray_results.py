@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import ray
 
-from popmarl.payoffs import PayoffTable
-from popmarl.rundir import RunDirectory
+from popmarl.gametheory.payoffs import PayoffTable
+from popmarl.runs.rundir import RunDirectory
 from ray_helpers import KillingBackend, installed, ray_backend, run, with_bandit, with_killing_backend
 
 KUHN = {"env": {"name": "openspiel", "params": {"game": "kuhn_poker"}}, "solver": {"name": "uniform"},

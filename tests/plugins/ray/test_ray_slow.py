@@ -18,7 +18,7 @@ pytestmark = pytest.mark.slow
 def test_a_run_starts_its_own_ray_and_shuts_it_down(tmp_path: Path) -> None:
     script = textwrap.dedent(f"""
         import ray, popmarl
-        from popmarl.config import validate
+        from popmarl.config.schema import validate
         config = {{"env": {{"name": "matrix", "params": {{"game": "rps"}}}}, "algorithm": "exact_matrix_br",
                   "stopping": {{"max_iterations": 2}}, "trackers": [],
                   "backend": {{"name": "ray", "params": {{"num_cpus": 1, "num_rollout_workers": 1}}}}}}

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from popmarl.rundir import RunDirectory
+from popmarl.runs.rundir import RunDirectory
 from ray_helpers import run
 
 from testkit.team_configs import SPEAKER_LISTENER, SPREAD, marl_config

@@ -12,8 +12,8 @@ import pytest
 from ray.exceptions import ActorDiedError, RayTaskError
 
 from popmarl.errors import ConfigError
-from popmarl.outcomes import PlayedGames
-from popmarl.records import Episode, EpisodeBatch, EvalTask, LearnerInit, LearnerSpec, LearnerState, TrainResult, TrainTask
+from popmarl.data.outcomes import PlayedGames
+from popmarl.data.records import Episode, EpisodeBatch, EvalTask, LearnerInit, LearnerSpec, LearnerState, TrainResult, TrainTask
 from popmarl_ray import RayConfig
 from popmarl_ray.faults import RayBackendError, Retries, actor_died, first_line
 from popmarl_ray.placement import Placement

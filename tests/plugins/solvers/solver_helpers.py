@@ -1,6 +1,6 @@
 """Independent checks for the solver tests: regret computed from scratch, test games.
 
-``regrets`` deliberately shares no code with ``popmarl.metagame`` or the plugin: it
+``regrets`` deliberately shares no code with ``popmarl.gametheory.metagame`` or the plugin: it
 builds the opponents' joint distribution as an explicit outer product and sums.
 """
 

@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 
 import popmarl
-from popmarl.algorithm import Algorithm, PolicySpace
+from popmarl.interfaces.algorithm import Algorithm, PolicySpace
 from popmarl.builtin.matrix_env import MixedStrategyPolicy
-from popmarl.records import Episode
-from popmarl.spaces import Discrete
-from popmarl.trainer import Trainer, TrainerState
+from popmarl.data.records import Episode
+from popmarl.interfaces.spaces import Discrete
+from popmarl.interfaces.trainer import Trainer, TrainerState
 
 
 class MomentumTrainer(Trainer):

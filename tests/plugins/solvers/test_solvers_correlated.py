@@ -11,8 +11,8 @@ import pytest
 from solver_helpers import RPS, assert_mixtures, regret, zero_sum
 
 import popmarl
-from popmarl.metagame import ce_gains, ce_gap, cce_gains, cce_gap, marginals
-from popmarl.structure import structure_attrs
+from popmarl.gametheory.metagame import ce_gains, ce_gap, cce_gains, cce_gap, marginals
+from popmarl.config.conversion import structure_attrs
 from popmarl_solvers import correlated
 from popmarl_solvers.correlated import CoarseCorrelated, Correlated, CorrelatedConfig, deviation_gains
 

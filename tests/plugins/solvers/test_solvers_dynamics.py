@@ -178,7 +178,7 @@ def test_config_ranges(cls, bad: dict) -> None:
 def test_flat_deviations_of_n_player_games_equal_the_core_contraction(shape):
     """The iterative solvers' inner loop (one mat-vec per player against the others'
     outer-product mixture) gives every player's deviation payoffs."""
-    from popmarl.metagame import deviation_payoffs
+    from popmarl.gametheory.metagame import deviation_payoffs
     from popmarl_solvers.games import MetaGame
 
     rng = np.random.default_rng(0)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from popmarl.ratings import elo, head_to_head
+from popmarl.gametheory.ratings import elo, head_to_head
 from popmarl_solvers import AlphaRank
 from popmarl_solvers.ratings import alpharank_ratings, nash_averaging, nash_averaging_avt
 

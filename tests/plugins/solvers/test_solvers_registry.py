@@ -7,7 +7,7 @@ import pytest
 from solver_helpers import assert_mixtures, regret
 
 import popmarl
-from popmarl.solver import MetaSolver, SolverResult
+from popmarl.interfaces.solver import MetaSolver, SolverResult
 
 NAMES = ["nash", "prd", "rm", "alpharank", "fictitious_play", "uniform_biased", "cce", "ce"]
 FAST = {"prd": {"iterations": 200}, "rm": {"iterations": 200}, "fictitious_play": {"iterations": 200}}

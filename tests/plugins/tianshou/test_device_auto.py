@@ -21,12 +21,12 @@ import torch
 from tianshou_helpers import ALGORITHMS, Bandit, algorithm, metrics, run_psro
 
 import popmarl
-from popmarl.algorithm import Algorithm
+from popmarl.interfaces.algorithm import Algorithm
 from popmarl.errors import CheckpointError
-from popmarl.policy import Policy
-from popmarl.records import Episode, Weights
-from popmarl.rundir import RunDirectory
-from popmarl.trainer import Trainer, TrainerState
+from popmarl.interfaces.policy import Policy
+from popmarl.data.records import Episode, Weights
+from popmarl.runs.rundir import RunDirectory
+from popmarl.interfaces.trainer import Trainer, TrainerState
 from popmarl_tianshou import device as device_module
 from popmarl_tianshou.device import (AutoDevice, DeviceChoice, Step, Timer, acting_workload, fastest, time_steps,
                                      update_workload)

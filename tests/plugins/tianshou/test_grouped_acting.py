@@ -12,12 +12,12 @@ import pytest
 from tianshou_helpers import algorithm, metrics, requires_nash, requires_openspiel, run_psro, space
 
 import popmarl
-from popmarl.policy import ActingAlone, Policy
-from popmarl.population import AgentMapping
-from popmarl.records import EpisodeBatch, Observations
-from popmarl.rollout import OpponentCopy, OpponentDraw, RolloutWorker, Seating
-from popmarl.runner import policy_spaces
-from popmarl.spaces import Box, Discrete
+from popmarl.interfaces.policy import ActingAlone, Policy
+from popmarl.data.population import AgentMapping
+from popmarl.data.records import EpisodeBatch, Observations
+from popmarl.engine.rollout import OpponentCopy, OpponentDraw, RolloutWorker, Seating
+from popmarl.runs.runner import policy_spaces
+from popmarl.interfaces.spaces import Box, Discrete
 from popmarl_tianshou.policy import CategoricalPolicy, QPolicy, stacked_outputs, uniform_initial
 
 OBS, ACTIONS = 7, 5

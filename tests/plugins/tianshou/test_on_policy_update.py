@@ -16,9 +16,9 @@ from tianshou.utils.net.discrete import dist_fn_categorical_from_logits
 from tianshou.utils.torch_utils import policy_within_training_step
 from tianshou_helpers import BOX_SPACE, MASKED_SPACE, algorithm, box_episodes, masked_episodes
 
-from popmarl.algorithm import PolicySpace
-from popmarl.policy import Policy
-from popmarl.records import Episode
+from popmarl.interfaces.algorithm import PolicySpace
+from popmarl.interfaces.policy import Policy
+from popmarl.data.records import Episode
 from popmarl_tianshou.actor_critic import OnPolicyTrainer, on_policy_update
 from popmarl_tianshou.batching import numpy_random, numpy_random_state, to_buffer, transitions
 

@@ -21,12 +21,12 @@ from tianshou.data import Batch
 from tianshou_helpers import ALGORITHMS, BOX_SPACE, Bandit, algorithm, box_episodes, run_psro
 
 import popmarl
-from popmarl.algorithm import Algorithm, PolicySpace
+from popmarl.interfaces.algorithm import Algorithm, PolicySpace
 from popmarl.errors import ConfigError
-from popmarl.policy import Policy
-from popmarl.records import Episode, Weights
-from popmarl.rundir import RunDirectory
-from popmarl.trainer import Trainer
+from popmarl.interfaces.policy import Policy
+from popmarl.data.records import Episode, Weights
+from popmarl.runs.rundir import RunDirectory
+from popmarl.interfaces.trainer import Trainer
 from popmarl_tianshou.device import Placement, resolve_device
 from popmarl_tianshou.nets import CategoricalActor, GaussianActor, QNet, ValueCritic
 from popmarl_tianshou.policy import TorchPolicy

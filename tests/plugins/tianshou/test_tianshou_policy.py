@@ -14,9 +14,9 @@ from tianshou_helpers import ACTOR_CRITIC, ALGORITHMS, BOX_SPACE, Bandit, algori
 
 import popmarl
 from popmarl.errors import CheckpointError, ConfigError
-from popmarl.policy import ExplicitPolicy
-from popmarl.records import Episode, Observations
-from popmarl.spaces import Box, Discrete
+from popmarl.interfaces.policy import ExplicitPolicy
+from popmarl.data.records import Episode, Observations
+from popmarl.interfaces.spaces import Box, Discrete
 from popmarl_tianshou import load_checkpoint, save_checkpoint
 from popmarl_tianshou.batching import to_buffer, transitions
 from popmarl_tianshou.dqn import DQNTrainer

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from tianshou_helpers import ACTOR_CRITIC, ALGORITHMS, metrics, requires_nash, requires_openspiel, run_psro
 
-from popmarl.rundir import RunDirectory
+from popmarl.runs.rundir import RunDirectory
 
 
 def _check_run(summary, run_dir: Path, iterations: int) -> None:

@@ -16,13 +16,13 @@ import torch
 from tianshou_helpers import BOX_SPACE, Bandit, algorithm, box_episodes, requires_openspiel
 
 import popmarl
-from popmarl.algorithm import Algorithm, PolicySpace
+from popmarl.interfaces.algorithm import Algorithm, PolicySpace
 from popmarl.builtin.random_policy import UniformRandomPolicy
 from popmarl.errors import CheckpointError
-from popmarl.policy import Policy
-from popmarl.records import Episode, Weights
-from popmarl.rollout import OpponentDraw, RolloutWorker, Seating
-from popmarl.trainer import Trainer, TrainerState
+from popmarl.interfaces.policy import Policy
+from popmarl.data.records import Episode, Weights
+from popmarl.engine.rollout import OpponentDraw, RolloutWorker, Seating
+from popmarl.interfaces.trainer import Trainer, TrainerState
 from popmarl_tianshou.state import npz_bytes, torch_bytes
 
 #: Small configs whose first updates already train (the DQN buffer wraps around).

@@ -13,15 +13,15 @@ import pytest
 import yaml
 
 import popmarl
-from popmarl.agent import AgentInterface
-from popmarl.algorithm import Algorithm, PolicySpace
-from popmarl.env import Env, Step, VectorEnv
-from popmarl.policy import Policy
-from popmarl.learner import Learners
-from popmarl.records import Episode, LearnerSpec, Observations, Opponents, PolicySpec, TrainBudget, TrainTask
-from popmarl.rollout import RolloutWorker
-from popmarl.spaces import Box, Discrete
-from popmarl.training import run_task
+from popmarl.interfaces.agent import AgentInterface
+from popmarl.interfaces.algorithm import Algorithm, PolicySpace
+from popmarl.interfaces.env import Env, Step, VectorEnv
+from popmarl.interfaces.policy import Policy
+from popmarl.engine.learners import Learners
+from popmarl.data.records import Episode, LearnerSpec, Observations, Opponents, PolicySpec, TrainBudget, TrainTask
+from popmarl.engine.rollout import RolloutWorker
+from popmarl.interfaces.spaces import Box, Discrete
+from popmarl.engine.learner_loop import run_task
 
 ALGORITHMS = ("dqn", "ppo", "a2c")
 ACTOR_CRITIC = ("ppo", "a2c")

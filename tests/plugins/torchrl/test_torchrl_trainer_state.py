@@ -12,14 +12,14 @@ import numpy as np
 import pytest
 
 import popmarl
-from popmarl.agent import AgentInterface
-from popmarl.algorithm import PolicySpace
-from popmarl.env import Env
+from popmarl.interfaces.agent import AgentInterface
+from popmarl.interfaces.algorithm import PolicySpace
+from popmarl.interfaces.env import Env
 from popmarl.errors import CheckpointError
-from popmarl.learner import Learners
-from popmarl.records import LearnerInit, LearnerSpec, TrainBudget, TrainTask
-from popmarl.rollout import RolloutWorker
-from popmarl.training import run_task
+from popmarl.engine.learners import Learners
+from popmarl.data.records import LearnerInit, LearnerSpec, TrainBudget, TrainTask
+from popmarl.engine.rollout import RolloutWorker
+from popmarl.engine.learner_loop import run_task
 from popmarl_pettingzoo.env import PettingZooEnv
 from testkit.team_configs import PARAMS
 

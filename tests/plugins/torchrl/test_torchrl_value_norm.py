@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 import torch
 
-from popmarl.records import LearnerInit
-from popmarl.rollout import RolloutWorker
-from popmarl.training import run_task
-from popmarl.trajectories import JointEpisodes
+from popmarl.data.records import LearnerInit
+from popmarl.engine.rollout import RolloutWorker
+from popmarl.engine.learner_loop import run_task
+from popmarl.data.trajectories import JointEpisodes
 from popmarl_pettingzoo.env import PettingZooEnv
 from popmarl_torchrl.mappo import MAPPOTrainer
 from test_torchrl_trainer_state import _task, _team

@@ -13,7 +13,7 @@ import attrs
 import numpy as np
 
 import popmarl
-from popmarl.metagame import deviation_payoffs
+from popmarl.gametheory.metagame import deviation_payoffs
 
 
 @attrs.frozen(kw_only=True)

@@ -14,7 +14,7 @@ import numpy as np
 
 import popmarl
 from popmarl.builtin.matrix_env import MixedStrategyPolicy
-from popmarl.metagame import deviation_payoffs
+from popmarl.gametheory.metagame import deviation_payoffs
 
 
 @attrs.frozen(kw_only=True)

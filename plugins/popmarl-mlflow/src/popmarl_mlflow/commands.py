@@ -10,7 +10,7 @@ import sys
 from typing import Any
 
 from popmarl.errors import UserError
-from popmarl.hookspec import hookimpl
+from popmarl.interfaces.hookspec import hookimpl
 
 
 def sync_command(args: argparse.Namespace) -> int:

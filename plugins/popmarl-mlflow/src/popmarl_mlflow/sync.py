@@ -65,7 +65,7 @@ def plugin_tags() -> dict[str, str]:
     """``popmarl.<kind>.<name>`` -> ``"<distribution> <version>"`` for every installed
     component, and ``popmarl.plugins.<name>`` for every hook plugin."""
     import popmarl
-    from popmarl.registry import KINDS
+    from popmarl.plugins.registry import KINDS
 
     tags = {}
     for kind in KINDS:

@@ -18,9 +18,9 @@ from typing import Any
 
 import attrs
 
-from popmarl.hookspec import hookimpl
-from popmarl.records import RunInfo
-from popmarl.tracker import Tracker
+from popmarl.interfaces.hookspec import hookimpl
+from popmarl.data.records import RunInfo
+from popmarl.interfaces.tracker import Tracker
 from popmarl_mlflow.connection import (
     DEFAULT_EXPERIMENT,
     HttpLimits,

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from popmarl.policy import ExplicitPolicy, Policy
-from popmarl.records import Observations
+from popmarl.interfaces.policy import ExplicitPolicy, Policy
+from popmarl.data.records import Observations
 from popmarl_openspiel.sequence_form import behaviour, realization_plan
 from popmarl_openspiel.tree import InfoStates
 

@@ -19,10 +19,10 @@ import attrs
 import numpy as np
 import pyspiel
 
-from popmarl.env import CorrelatedProfile, ExactEnv, MixedProfile, Profile
+from popmarl.interfaces.env import CorrelatedProfile, ExactEnv, MixedProfile, Profile
 from popmarl.errors import ConfigError
-from popmarl.records import Observations
-from popmarl.spaces import Box, Discrete
+from popmarl.data.records import Observations
+from popmarl.interfaces.spaces import Box, Discrete
 from popmarl_openspiel.exact import ExactGame
 from popmarl_openspiel.export import write_policy
 from popmarl_openspiel.game import ObservationKind, SpielGame, base_name, unknown_game_message

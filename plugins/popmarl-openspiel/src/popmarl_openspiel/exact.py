@@ -18,10 +18,10 @@ from typing import Any
 import attrs
 import numpy as np
 
-from popmarl.env import CorrelatedProfile, MixedProfile, Profile
+from popmarl.interfaces.env import CorrelatedProfile, MixedProfile, Profile
 from popmarl.errors import ConfigError
-from popmarl.outcomes import outcome_indicators
-from popmarl.policy import Policy
+from popmarl.data.outcomes import outcome_indicators
+from popmarl.interfaces.policy import Policy
 from popmarl_openspiel.aggregate import mixture_plan, policy_table
 from popmarl_openspiel.exploitability import Implementation, SpielOracle
 from popmarl_openspiel.game import SpielGame
@@ -81,7 +81,7 @@ class ExactGame:
 
     def outcomes(self, profiles: Sequence[Profile]) -> np.ndarray:
         """``[B, 3, n]``: each seat's probability of winning, drawing and losing
-        (:mod:`popmarl.outcomes`) under joint profiles — expected returns with each
+        (:mod:`popmarl.data.outcomes`) under joint profiles — expected returns with each
         terminal's utility replaced by its outcome indicator, in the same products as
         :meth:`returns`. Draws are what wins and losses leave; with two seats one seat's
         win is the other's loss, so one form gives everything."""

@@ -15,7 +15,7 @@ import numpy as np
 import pyspiel
 
 from popmarl.errors import ConfigError
-from popmarl.structure import did_you_mean
+from popmarl.config.conversion import did_you_mean
 
 ObservationKind = Literal["info_state", "observation"]
 ParamValue = int | float | bool | str

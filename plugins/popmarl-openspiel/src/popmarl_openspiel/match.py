@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 import pyspiel
 
-from popmarl.actor import Action
-from popmarl.match import Match
+from popmarl.tools.actor import Action
+from popmarl.interfaces.match import Match
 from popmarl_openspiel.game import SpielGame
 from popmarl_openspiel.tabular import player_of
 

@@ -13,8 +13,8 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from popmarl.policy import ExplicitPolicy
-from popmarl.records import Observations, Weights
+from popmarl.interfaces.policy import ExplicitPolicy
+from popmarl.data.records import Observations, Weights
 
 
 def player_of(agent: str) -> int:

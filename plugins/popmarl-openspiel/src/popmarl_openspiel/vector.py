@@ -17,8 +17,8 @@ import numpy as np
 import pyspiel
 from open_spiel.python import observation as spiel_observation
 
-from popmarl.env import Step, VectorEnv
-from popmarl.records import Observations
+from popmarl.interfaces.env import Step, VectorEnv
+from popmarl.data.records import Observations
 from popmarl_openspiel.game import SpielGame
 
 TensorFill = Callable[[Sequence[pyspiel.State], int], np.ndarray]

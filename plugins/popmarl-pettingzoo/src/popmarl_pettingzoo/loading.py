@@ -21,7 +21,7 @@ from types import SimpleNamespace
 from typing import Any, Literal
 
 from popmarl.errors import ConfigError
-from popmarl.structure import did_you_mean
+from popmarl.config.conversion import did_you_mean
 
 Api = Literal["aec", "parallel"]
 

@@ -13,9 +13,9 @@ from typing import Any
 
 import numpy as np
 from popmarl.errors import UserError
-from popmarl.actor import Action
-from popmarl.match import Match
-from popmarl.spaces import Discrete
+from popmarl.tools.actor import Action
+from popmarl.interfaces.match import Match
+from popmarl.interfaces.spaces import Discrete
 
 from popmarl_pettingzoo.boards import board_for
 from popmarl_pettingzoo.spaces import MASK_KEY, ActionCodec, ObservationCodec

@@ -16,8 +16,8 @@ from typing import Any, Literal
 import gymnasium.spaces as gs
 import numpy as np
 from popmarl.errors import ConfigError
-from popmarl.records import Observations
-from popmarl.spaces import Box, Discrete, Space
+from popmarl.data.records import Observations
+from popmarl.interfaces.spaces import Box, Discrete, Space
 
 MaskSource = Literal["obs", "info"] | None
 MASK_KEY = "action_mask"

@@ -1,8 +1,8 @@
 """The rollout worker and learner actors.
 
 Each actor rebuilds the run's env and each population's algorithm from the
-:class:`~popmarl.backend.RunSetup` (component names and params) and keeps its own copy
-of the frozen policies in a core :class:`~popmarl.executor.Executor`, which runs the
+:class:`~popmarl.interfaces.backend.RunSetup` (component names and params) and keeps its own copy
+of the frozen policies in a core :class:`~popmarl.engine.executor.Executor`, which runs the
 evaluate tasks and holds the learner actor's learners by key. A failure
 while building is kept and raised by ``ready``, so it reaches the driver as the
 component's own error rather than as a dead actor.
@@ -19,11 +19,11 @@ import attrs
 import numpy as np
 import ray
 
-from popmarl.algorithm import Algorithm
-from popmarl.backend import Components, RunSetup
-from popmarl.executor import Executor
-from popmarl.policy import Policy
-from popmarl.records import (
+from popmarl.interfaces.algorithm import Algorithm
+from popmarl.interfaces.backend import Components, RunSetup
+from popmarl.engine.executor import Executor
+from popmarl.interfaces.policy import Policy
+from popmarl.data.records import (
     BestResponseResult,
     BestResponseTask,
     EvalResult,
@@ -33,10 +33,10 @@ from popmarl.records import (
     TrainTask,
     Weights,
 )
-from popmarl.registries import Registries
-from popmarl.rollout import OpponentDraw, Seating
-from popmarl.seeding import derive_seed
-from popmarl.training import Group, round_seed, run_task
+from popmarl.plugins.registries import Registries
+from popmarl.engine.rollout import OpponentDraw, Seating
+from popmarl.data.seeds import derive_seed
+from popmarl.engine.learner_loop import Group, round_seed, run_task
 from popmarl_ray.feed import RayFeed, stream_of
 
 #: Components registered in the driver without an entry point (``with_component``),
@@ -51,7 +51,7 @@ RESERVE_WAIT_S = 1.0
 def lockstep_seed(seed: int, version: int, chunk: int) -> int:
     """The seed of the ``chunk``-th reservation of weights ``version`` of a train task
     seeded ``seed``: the first is the local backend's seed of the round played with that
-    version (:class:`popmarl.training.LocalFeed`), so a run with one worker plays the
+    version (:class:`popmarl.engine.learner_loop.LocalFeed`), so a run with one worker plays the
     same games as a local one."""
     return round_seed(seed, version) if chunk == 0 else derive_seed(seed, version, chunk)
 
@@ -194,8 +194,8 @@ class RolloutWorkerActor(_Actor):
 
 class LearnerActor(_Actor):
     """The learners of the keys routed to it (held by key between tasks, in the core
-    :class:`~popmarl.learner.Learners` of its executor). Every train task runs the core
-    learner loop (:func:`~popmarl.training.run_task`) fed by the rollout workers
+    :class:`~popmarl.engine.learners.Learners` of its executor). Every train task runs the core
+    learner loop (:func:`~popmarl.engine.learner_loop.run_task`) fed by the rollout workers
     (:class:`~popmarl_ray.feed.RayFeed`); an exact oracle answers without a feed."""
 
     def __init__(self, setup: RunSetup, local: LocalComponents, num_cpus: float, params: Any, data: Any,

@@ -24,8 +24,8 @@ import attrs
 import ray
 from ray.exceptions import GetTimeoutError, RayError
 
-from popmarl.backend import Backend, Components, RunSetup
-from popmarl.records import (
+from popmarl.interfaces.backend import Backend, Components, RunSetup
+from popmarl.data.records import (
     BestResponseResult,
     BestResponseTask,
     EvalResult,

@@ -33,8 +33,8 @@ import attrs
 import numpy as np
 import ray
 
-from popmarl.seeding import derive_seed
-from popmarl.records import BestResponseResult, BestResponseTask, EvalResult, EvalTask, TrainResult, TrainTask
+from popmarl.data.seeds import derive_seed
+from popmarl.data.records import BestResponseResult, BestResponseTask, EvalResult, EvalTask, TrainResult, TrainTask
 from popmarl_ray.actors import ExploreReport, writable
 from popmarl_ray.feed import stream_of
 from popmarl_ray.faults import SERVER_PROBE_S, ActorGroup, Retries, Servers, actor_died, is_ray_failure, late, log

@@ -19,9 +19,9 @@ from collections.abc import Sequence
 import attrs
 import ray
 
-from popmarl.outcomes import PlayedGames
-from popmarl.records import EpisodeBatch
-from popmarl.trajectories import JointEpisodes
+from popmarl.data.outcomes import PlayedGames
+from popmarl.data.records import EpisodeBatch
+from popmarl.data.trajectories import JointEpisodes
 
 WeightsRef = list[ray.ObjectRef]  # wrapped in a list so Ray passes the reference, not the value
 #: What a worker played for one learner in one call.

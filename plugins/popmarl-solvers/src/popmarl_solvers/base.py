@@ -7,8 +7,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from popmarl.metagame import check_joint, check_payoffs, marginals
-from popmarl.solver import JointMetaSolver, MetaSolver, SolverResult, joint_metrics, solution_metrics
+from popmarl.gametheory.metagame import check_joint, check_payoffs, marginals
+from popmarl.interfaces.solver import JointMetaSolver, MetaSolver, SolverResult, joint_metrics, solution_metrics
 
 from popmarl_solvers.games import normalize
 from popmarl_solvers.symmetric import use_symmetric

@@ -16,7 +16,7 @@ from tianshou.algorithm import A2C as TianshouA2C
 from tianshou.algorithm.modelfree.reinforce import ProbabilisticActorPolicy
 from tianshou.algorithm.optim import OptimizerFactory
 
-from popmarl.validators import at_least_one, layer_widths, non_negative, optional, positive, unit_interval
+from popmarl.interfaces.validators import at_least_one, layer_widths, non_negative, optional, positive, unit_interval
 from popmarl_tianshou.actor_critic import ActorCriticAlgorithm
 from popmarl_tianshou.device import device_validator
 from popmarl_tianshou.nets import ValueCritic

@@ -22,12 +22,12 @@ from tianshou.algorithm.optim import OptimizerFactory
 from tianshou.data import Batch
 from tianshou.utils.torch_utils import policy_within_training_step, torch_train_mode
 
-from popmarl.algorithm import Algorithm, PolicySpace
+from popmarl.interfaces.algorithm import Algorithm, PolicySpace
 from popmarl.errors import CheckpointError
-from popmarl.policy import Policy
-from popmarl.records import Episode
-from popmarl.spaces import Discrete
-from popmarl.trainer import Trainer, TrainerState
+from popmarl.interfaces.policy import Policy
+from popmarl.data.records import Episode
+from popmarl.interfaces.spaces import Discrete
+from popmarl.interfaces.trainer import Trainer, TrainerState
 
 from popmarl_tianshou.batching import gym_space, numpy_random, numpy_random_state, to_buffer, transitions
 from popmarl_tianshou.device import (ACTING_ROWS, DeviceCopies, OnDevice, Placement, TrainerDevices, acting_workload,
@@ -187,7 +187,7 @@ class ActorCriticAlgorithm(OnDevice, Algorithm):
     ``log_std_init``, ``deterministic_eval``, ``torch_threads``, ``device`` and
     ``acting_device``.
 
-    On-policy (:attr:`~popmarl.algorithm.Algorithm.on_policy`): Tianshou computes the
+    On-policy (:attr:`~popmarl.interfaces.algorithm.Algorithm.on_policy`): Tianshou computes the
     behaviour log-probabilities (PPO's "old" ones) and the advantages with the weights
     being updated, which is right only for episodes those weights played; so every
     backend feeds the trainer episodes of the learner's current version only (on

@@ -1,6 +1,6 @@
 """popmarl episodes to Tianshou batches and replay buffers.
 
-An :class:`~popmarl.records.Episode` holds one agent's decisions; its transition ``t``
+An :class:`~popmarl.data.records.Episode` holds one agent's decisions; its transition ``t``
 goes from ``obs[t]`` to ``obs[t+1]`` with the reward attributed to decision ``t``, and
 the last one ends the episode. With discrete actions each observation is stored as
 ``Batch(obs=features, mask=legal)``, the layout Tianshou's policies read masks from, so
@@ -24,9 +24,9 @@ import gymnasium as gym
 import numpy as np
 from tianshou.data import Batch, ReplayBuffer
 
-from popmarl.algorithm import PolicySpace
-from popmarl.records import Episode, EpisodeBatch
-from popmarl.spaces import Discrete, Space
+from popmarl.interfaces.algorithm import PolicySpace
+from popmarl.data.records import Episode, EpisodeBatch
+from popmarl.interfaces.spaces import Discrete, Space
 
 from popmarl_tianshou.nets import features
 
@@ -58,7 +58,7 @@ def gym_space(space: Space) -> gym.Space:
 def transitions(episodes: Sequence[Episode], space: PolicySpace) -> Batch:
     """The episodes' transitions, episode after episode, as one flat Tianshou batch with
     ``obs``, ``act``, ``rew``, ``terminated``, ``truncated``, ``done`` and ``obs_next``
-    (a few numpy calls on an :class:`~popmarl.records.EpisodeBatch`; other sequences of
+    (a few numpy calls on an :class:`~popmarl.data.records.EpisodeBatch`; other sequences of
     episodes are gathered into one first)."""
     batch = EpisodeBatch.of(episodes)
     if not len(batch):

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from popmarl.errors import CheckpointError
-from popmarl.policy import Policy
+from popmarl.interfaces.policy import Policy
 
 FORMAT = 1
 P = TypeVar("P", bound=Policy)

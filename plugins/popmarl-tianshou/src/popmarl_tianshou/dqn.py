@@ -4,7 +4,7 @@ The update is Tianshou 2.0's :class:`tianshou.algorithm.DQN` driven from a repla
 this trainer fills with the learner's episodes; the target's argmax (and, without
 double Q-learning, its max) runs over the next state's legal actions only. The policy
 is greedy over legal actions, so as a PSRO oracle it adds a deterministic best
-response, and it is an :class:`~popmarl.policy.ExplicitPolicy` (exact evaluation,
+response, and it is an :class:`~popmarl.interfaces.policy.ExplicitPolicy` (exact evaluation,
 NashConv, tabular export work).
 """
 
@@ -21,14 +21,14 @@ from tianshou.algorithm.modelfree.dqn import DiscreteQLearningPolicy
 from tianshou.data import Batch, ReplayBuffer
 from tianshou.utils.torch_utils import policy_within_training_step, torch_train_mode
 
-from popmarl.algorithm import Algorithm, PolicySpace
-from popmarl.env_traits import EnvTraits
+from popmarl.interfaces.algorithm import Algorithm, PolicySpace
+from popmarl.interfaces.env_traits import EnvTraits
 from popmarl.errors import ConfigError
-from popmarl.policy import Policy
-from popmarl.records import Episode
-from popmarl.spaces import Discrete
-from popmarl.trainer import Trainer, TrainerState
-from popmarl.validators import at_least_one, layer_widths, non_negative, optional, positive, unit_interval
+from popmarl.interfaces.policy import Policy
+from popmarl.data.records import Episode
+from popmarl.interfaces.spaces import Discrete
+from popmarl.interfaces.trainer import Trainer, TrainerState
+from popmarl.interfaces.validators import at_least_one, layer_widths, non_negative, optional, positive, unit_interval
 
 from popmarl_tianshou.batching import append, gym_space, numpy_random, numpy_random_state, transitions
 from popmarl_tianshou.device import (ACTING_ROWS, DeviceCopies, OnDevice, Placement, TrainerDevices, acting_workload,
@@ -278,7 +278,7 @@ class DQN(OnDevice, Algorithm):
     #: training.opponent_epsilon says otherwise: Q-learning only learns the positions it
     #: meets, and deterministic opponents show it few (tic-tac-toe against random lost
     #: 12-24% of second-seat games without, 1.2% with). None in games with chance
-    #: (popmarl.algorithm.opponent_exploration).
+    #: (popmarl.interfaces.algorithm.opponent_exploration).
     opponent_epsilon = 0.3
     Config = DQNConfig
     config: DQNConfig
@@ -287,7 +287,7 @@ class DQN(OnDevice, Algorithm):
     @classmethod
     def env_defaults(cls, traits: EnvTraits | None) -> dict[str, Any]:
         """In a long turn-based game without chance
-        (:attr:`~popmarl.env_traits.EnvTraits.long_deterministic`), whose reward comes only
+        (:attr:`~popmarl.interfaces.env_traits.EnvTraits.long_deterministic`), whose reward comes only
         after many moves: ``lr`` 3e-4, ``gamma`` 0.95, ``n_step`` 3 and ``updates_per_step``
         1/16 (16 gradient samples per decision at the default batch), the recipe of
         ``examples/psro_connect_four_dqn.yaml``, with which PSRO on connect four lost

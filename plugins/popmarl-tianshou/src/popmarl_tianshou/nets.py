@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from popmarl.spaces import Discrete, Space
+from popmarl.interfaces.spaces import Discrete, Space
 
 
 def feature_dim(space: Space) -> int:

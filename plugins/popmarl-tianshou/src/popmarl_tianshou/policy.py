@@ -25,10 +25,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from popmarl.algorithm import PolicySpace
-from popmarl.policy import ExplicitPolicy, Policy, epsilon_greedy, masked_uniform, sample_rows
-from popmarl.records import Observations, Weights
-from popmarl.spaces import Box, Discrete
+from popmarl.interfaces.algorithm import PolicySpace
+from popmarl.interfaces.policy import ExplicitPolicy, Policy, epsilon_greedy, masked_uniform, sample_rows
+from popmarl.data.records import Observations, Weights
+from popmarl.interfaces.spaces import Box, Discrete
 
 from popmarl_tianshou.nets import (CategoricalActor, GaussianActor, MLPParams, Net, QNet, features, mask_logits,
                                   mlp_layout, mlp_params, stacked_inference)
@@ -245,7 +245,7 @@ class CategoricalPolicy(TorchPolicy, ExplicitPolicy):
     def act_grouped(cls, policies: Sequence[Policy], batches: Sequence[Observations], *,
                     rng: np.random.Generator) -> list[np.ndarray]:
         """Each policy's samples: the logits of one batched forward, then one
-        :func:`~popmarl.policy.sample_rows` over every row in batch order (the uniforms
+        :func:`~popmarl.interfaces.policy.sample_rows` over every row in batch order (the uniforms
         the policies' own calls would draw, in that order)."""
         if len(policies) < 2 or not any(len(b) for b in batches):
             return super().act_grouped(policies, batches, rng=rng)

@@ -16,7 +16,7 @@ from tianshou.algorithm import PPO as TianshouPPO
 from tianshou.algorithm.modelfree.reinforce import ProbabilisticActorPolicy
 from tianshou.algorithm.optim import OptimizerFactory
 
-from popmarl.validators import at_least_one, layer_widths, non_negative, optional, positive, unit_interval
+from popmarl.interfaces.validators import at_least_one, layer_widths, non_negative, optional, positive, unit_interval
 from popmarl_tianshou.actor_critic import ActorCriticAlgorithm
 from popmarl_tianshou.device import device_validator
 from popmarl_tianshou.nets import ValueCritic
@@ -73,7 +73,7 @@ class PPO(ActorCriticAlgorithm):
     #: opponents misplays the positions they never reach (tic-tac-toe, seed 0: the
     #: meta-strategy lost 5.2% / 38% of its games against random in the first / second
     #: seat without, 1.6% / 6.9% with). None in games with chance
-    #: (popmarl.algorithm.opponent_exploration): with it, PSRO on Leduc took 372 s to
+    #: (popmarl.interfaces.algorithm.opponent_exploration): with it, PSRO on Leduc took 372 s to
     #: NashConv 1.0 instead of 117 s, and Kuhn ended at 0.08 instead of 0.0004.
     opponent_epsilon = 0.3
     trainer_kind = "ppo"

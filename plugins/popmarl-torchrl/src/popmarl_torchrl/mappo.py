@@ -17,7 +17,7 @@ decisions go to the first, its return ends at its last decision of a game (rows 
 a seat leaves are masked out of both losses: death masking), and a game cut off (a time
 limit) bootstraps from the critic's value of the state at the cut. One learner trains
 the whole team: a ``shared`` population's seats, or every population of a ``per_player``
-mapping (:attr:`~popmarl.algorithm.Algorithm.trains_team`). Feed-forward networks only.
+mapping (:attr:`~popmarl.interfaces.algorithm.Algorithm.trains_team`). Feed-forward networks only.
 """
 
 from __future__ import annotations
@@ -36,14 +36,14 @@ from torchrl.modules.distributions import IndependentNormal, MaskedCategorical
 from torchrl.objectives.multiagent import MAPPOLoss
 from torchrl.objectives.value.functional import generalized_advantage_estimate
 
-from popmarl.algorithm import Algorithm, PolicySpace, TrainerContext
-from popmarl.env import Env
+from popmarl.interfaces.algorithm import Algorithm, PolicySpace, TrainerContext
+from popmarl.interfaces.env import Env
 from popmarl.errors import ConfigError
-from popmarl.policy import Policy
-from popmarl.spaces import Discrete
-from popmarl.trainer import Trainer, TrainerState
-from popmarl.trajectories import JointEpisodes
-from popmarl.validators import at_least_one, layer_widths, non_negative, optional, positive, unit_interval
+from popmarl.interfaces.policy import Policy
+from popmarl.interfaces.spaces import Discrete
+from popmarl.interfaces.trainer import Trainer, TrainerState
+from popmarl.data.trajectories import JointEpisodes
+from popmarl.interfaces.validators import at_least_one, layer_widths, non_negative, optional, positive, unit_interval
 
 from popmarl_torchrl.policy import (ACTIVATIONS, CategoricalPolicy, GaussianActor, GaussianPolicy, action_width, mlp, obs_dim,
                                     seeded, set_torch_threads)

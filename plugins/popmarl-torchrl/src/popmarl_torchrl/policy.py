@@ -21,10 +21,10 @@ import torch
 from torch import nn
 from torchrl.modules import MLP
 
-from popmarl.algorithm import PolicySpace
-from popmarl.policy import ExplicitPolicy, Policy, epsilon_greedy
-from popmarl.records import Observations, Weights
-from popmarl.spaces import Box, Discrete, Space
+from popmarl.interfaces.algorithm import PolicySpace
+from popmarl.interfaces.policy import ExplicitPolicy, Policy, epsilon_greedy
+from popmarl.data.records import Observations, Weights
+from popmarl.interfaces.spaces import Box, Discrete, Space
 
 #: A large negative logit / Q-value for illegal actions (finite: sums and gathers stay finite).
 ILLEGAL = -1e9

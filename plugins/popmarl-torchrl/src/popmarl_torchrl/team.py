@@ -17,10 +17,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from popmarl.algorithm import TrainerContext
-from popmarl.policy import Policy
-from popmarl.spaces import Box, Discrete
-from popmarl.trajectories import JointEpisodes
+from popmarl.interfaces.algorithm import TrainerContext
+from popmarl.interfaces.policy import Policy
+from popmarl.interfaces.spaces import Box, Discrete
+from popmarl.data.trajectories import JointEpisodes
 
 from popmarl_torchrl.policy import TorchPolicy, action_width, obs_dim
 

@@ -32,14 +32,14 @@ from torch import nn
 from torchrl.modules import QMixer, VDNMixer
 from torchrl.objectives import QMixerLoss, SoftUpdate, ValueEstimators
 
-from popmarl.algorithm import Algorithm, PolicySpace, TrainerContext
-from popmarl.env import Env
+from popmarl.interfaces.algorithm import Algorithm, PolicySpace, TrainerContext
+from popmarl.interfaces.env import Env
 from popmarl.errors import CheckpointError, ConfigError
-from popmarl.policy import Policy
-from popmarl.spaces import Discrete
-from popmarl.trainer import Trainer, TrainerState
-from popmarl.trajectories import JointEpisodes
-from popmarl.validators import at_least_one, layer_widths, non_negative, optional, positive, unit_interval
+from popmarl.interfaces.policy import Policy
+from popmarl.interfaces.spaces import Discrete
+from popmarl.interfaces.trainer import Trainer, TrainerState
+from popmarl.data.trajectories import JointEpisodes
+from popmarl.interfaces.validators import at_least_one, layer_widths, non_negative, optional, positive, unit_interval
 
 from popmarl_torchrl.policy import ILLEGAL, QPolicy, mlp, obs_dim, seeded, set_torch_threads
 from popmarl_torchrl.state import (TRAINER, generator_from_json, generator_json, load_modules, modules_bytes, npz_bytes,

@@ -1,0 +1,224 @@
+"""The Scenario interface: a control loop that emits tasks through a Backend."""
+
+from __future__ import annotations
+
+import logging
+import time
+from abc import abstractmethod
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, ClassVar
+
+import attrs
+
+from popmarl.interfaces.agent import AgentInterface
+from popmarl.interfaces.algorithm import PolicySpace
+from popmarl.interfaces.backend import Backend
+from popmarl.interfaces.component import Component
+from popmarl.config.schema import RunConfig, StoppingConfig
+from popmarl.interfaces.env import Env
+from popmarl.errors import Terminated
+from popmarl.plugins.hooks import Hooks
+from popmarl.data.population import AgentMapping
+from popmarl.data.records import LearnerState, RunInfo
+from popmarl.runs.rundir import RunDirectory
+from popmarl.interfaces.solver import MetaSolver
+
+log = logging.getLogger("popmarl")
+
+
+@attrs.frozen(kw_only=True)
+class RunContext:
+    """What a scenario works with: the built components (``agents``: each population's
+    :class:`~popmarl.interfaces.agent.AgentInterface`, i.e. its algorithm and spaces), the run
+    directory, the hooks."""
+
+    config: RunConfig
+    info: RunInfo
+    run_dir: RunDirectory
+    hooks: Hooks
+    env: Env
+    agents: Mapping[str, AgentInterface]
+    solver: MetaSolver
+    backend: Backend
+    mapping: AgentMapping
+    spaces: Mapping[str, PolicySpace]
+    resume: bool = False
+
+
+class Scenario(Component):
+    """A control loop (PSRO, MARL, league...). It holds no execution details."""
+
+    #: Whether the run continues from a checkpoint, set before the checks below: a check
+    #: of what only a fresh run reads (e.g. another run's policies that ``marl`` copies at
+    #: the start) is then skipped, so that a resume does not depend on it.
+    resuming: bool = False
+
+    def check(self, *, config: RunConfig, mapping: AgentMapping) -> None:
+        """Raise a :class:`~popmarl.errors.ConfigError` for a config this scenario cannot
+        run as written; called before the backend starts or anything is written."""
+
+    def check_agents(self, agents: Mapping[str, AgentInterface]) -> None:
+        """Raise a :class:`~popmarl.errors.ConfigError` for populations whose algorithms
+        this scenario cannot use (e.g. one that does not learn where learning is the
+        point); called with the built algorithms, before anything is written."""
+
+    def check_solver(self, solver: MetaSolver, *, mapping: AgentMapping,
+                     agents: Mapping[str, AgentInterface]) -> None:
+        """Raise a :class:`~popmarl.errors.ConfigError` for a meta-solver this scenario
+        cannot use with these populations (e.g. a joint solver with a shared population);
+        called before anything is written."""
+
+    @abstractmethod
+    def run(self, context: RunContext) -> dict[str, Any]:
+        """Run (or resume) to a stopping condition; return the summary, which the caller
+        writes to ``summary.json``. Checkpoint after each iteration."""
+
+
+class IterativeScenario(Scenario):
+    """A scenario that runs iterations from a checkpointed state: it announces the run,
+    initialises or restores its state, loops, and always writes ``summary.json`` (status
+    ``completed``, ``stopped`` or ``failed``; a stopped run's ``stop_reason`` is e.g. ``interrupted``
+    (Ctrl-C) or ``terminated`` (SIGTERM), a failed run's ``error: Type: message`` of the error
+    that stopped it) and fires ``run_end``. The error that stopped a run is the one raised,
+    whatever fails after it."""
+
+    @abstractmethod
+    def initialise(self) -> Any:
+        """The state of a fresh run (committed as the first checkpoint)."""
+
+    @abstractmethod
+    def restore(self) -> Any:
+        """The state of the last checkpoint of a resumed run."""
+
+    @abstractmethod
+    def loop(self, state: Any) -> tuple[str, str]:
+        """Iterate until a stopping condition; return ``(status, reason)``."""
+
+    @abstractmethod
+    def summary(self, state: Any, status: str, reason: str) -> dict[str, Any]:
+        """The content of ``summary.json`` (``state`` is None if none was built)."""
+
+    #: The stopping conditions of a run whose config sets none (see
+    #: :class:`~popmarl.config.schema.StoppingConfig`).
+    default_stopping: ClassVar[StoppingConfig] = StoppingConfig(max_iterations=10)
+
+    @property
+    def stopping(self) -> StoppingConfig:
+        """The stopping conditions in force: the config's, with this scenario's defaults."""
+        return self.ctx.config.stopping.with_defaults(self.default_stopping)
+
+    def stop_reason(self, iteration: int, history: Sequence[Mapping[str, Any]] = ()) -> tuple[str, str] | None:
+        """``(status, reason)`` if the run stops before iteration ``iteration + 1`` by the
+        stopping conditions in force (``target_nash_conv``: by the last ``history`` line's
+        ``nash_conv``, where known; ``patience``: by its last lines' ``oracle_gain_share``),
+        else None."""
+        stopping = self.stopping
+        nash_conv = history[-1].get("nash_conv") if history else None
+        if stopping.target_nash_conv is not None and nash_conv is not None and nash_conv <= stopping.target_nash_conv:
+            return "completed", "target_nash_conv"
+        if stopping.patience is not None and len(history) >= stopping.patience:
+            gains = [line.get("oracle_gain_share") for line in history[-stopping.patience:]]
+            if all(g is not None and g <= stopping.min_gain for g in gains):
+                return "completed", "converged"
+        if stopping.max_iterations is not None and iteration >= stopping.max_iterations:
+            return "completed", "max_iterations"
+        if stopping.max_wall_time_s is not None and self.elapsed() >= stopping.max_wall_time_s:
+            return "stopped", "max_wall_time_s"
+        return None
+
+    def finish(self, state: Any) -> None:
+        """Work at the end of a run with a state (e.g. exporting the final policy)."""
+
+    def base_summary(self, status: str, reason: str) -> dict[str, Any]:
+        """The keys every ``summary.json`` has, before any state exists."""
+        return {
+            "scenario": self.ctx.info.scenario, "status": status, "stop_reason": reason,
+            "seed": self.ctx.config.seed, "iterations": 0, "populations": {}, "nash_conv": None,
+            "exploitability": None, "env_steps": 0, "wall_time_s": self.elapsed(),
+        }
+
+    def commit(self, saved: Mapping[str, Any], arrays: Mapping[str, Any], history: list[dict[str, Any]],
+               after: Callable[[], None] | None = None, learners: Mapping[str, LearnerState] | None = None) -> None:
+        """Checkpoint (``saved["iteration"]`` decides whether the last history line is
+        new), with the ``learners``' states if given, then run ``after`` (derived files)
+        and fire the checkpoint hook."""
+        new_lines = history[-1:] if saved["iteration"] else []
+        path = self.ctx.run_dir.commit(saved, arrays, new_lines, learners=learners)
+        if after is not None:
+            after()
+        self.ctx.hooks.checkpoint(self.ctx.info, str(path))
+
+    def resume_history(self, saved: Mapping[str, Any]) -> None:
+        """Drop whatever an interrupted iteration left past the checkpoint, and carry the
+        run's wall time over."""
+        self.ctx.run_dir.truncate_history(saved["history"])
+        self.ctx.run_dir.restore_metrics(saved["history"])
+        self.base_wall_time = float(saved["wall_time_s"])
+
+    def elapsed(self) -> float:
+        """Wall time of the run so far, over every session of it."""
+        return self.base_wall_time + time.monotonic() - self.session_start
+
+    def run(self, context: RunContext) -> dict[str, Any]:
+        self.ctx = context
+        self.session_start = time.monotonic()
+        self.base_wall_time = 0.0
+        state = None
+        try:
+            context.hooks.run_start(context.info)
+            state = self.restore() if context.resume else self.initialise()
+            status, reason = self.loop(state)
+        except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM under `popmarl run`
+            self._end(state, "stopped", "terminated" if isinstance(exc, Terminated) else "interrupted", exc)
+            raise
+        except BaseException as exc:
+            self._end(state, "failed", f"error: {describe(exc)}", exc)
+            raise
+        return self._end(state, status, reason, None)
+
+    def _end(self, state: Any, status: str, reason: str, error: BaseException | None) -> dict[str, Any]:
+        """Finish (with a state), write ``summary.json`` and fire ``run_end``. While ``error``
+        propagates, a failure here is logged and noted on it, never raised over it; after
+        a clean loop, a failing ``finish`` makes the run ``failed`` and is raised once the
+        summary is written."""
+        finish_error: Exception | None = None
+        if state is not None:
+            try:
+                self.finish(state)
+            except Exception as exc:
+                if error is not None:
+                    _note(error, "finishing the run", exc)
+                else:
+                    finish_error = exc
+                    status, reason = "failed", f"error: finishing the run: {describe(exc)}"
+        raised = error if error is not None else finish_error
+        try:
+            summary = self.summary(state, status, reason)
+        except Exception as exc:
+            if raised is None:
+                raise
+            _note(raised, "building the summary", exc)
+            summary = self.base_summary(status, reason)
+        for step, action in (("writing summary.json", self.ctx.run_dir.write_summary),
+                             ("the run_end hooks", lambda s: self.ctx.hooks.run_end(self.ctx.info, s))):
+            try:
+                action(summary)
+            except Exception as exc:
+                if raised is None:
+                    raise
+                _note(raised, step, exc)
+        if finish_error is not None:
+            raise finish_error
+        return summary
+
+
+def describe(exc: BaseException) -> str:
+    """``Type: first line of the message``, for summaries and notes."""
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+
+
+def _note(error: BaseException, step: str, exc: Exception) -> None:
+    """Log a failure that happened while ``error`` propagates, and note it on ``error``."""
+    log.warning("popmarl: %s failed too, after %s: %s", step, describe(error), describe(exc), exc_info=exc)
+    error.add_note(f"then {step} failed too: {describe(exc)}")

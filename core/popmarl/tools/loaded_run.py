@@ -1,0 +1,306 @@
+"""A run directory loaded to act: :func:`popmarl.load_run`.
+
+A loaded run rebuilds the run's env and, at its final iteration or a past one, each
+population's policies (read from the run directory when first asked for) and
+meta-strategies: per population (:class:`Population`) and per seat (:class:`Pool`, what
+``popmarl eval`` plays). :meth:`LoadedRun.actor` plays a seat from the env's own
+observations (:class:`~popmarl.tools.actor.Actor`).
+
+The final meta-strategies come from ``summary.json`` (each seat's own mixture, and the
+joint one of a ``ce`` / ``cce`` run); a past iteration's from its line of the
+checkpoint's history (``checkpoints/history.jsonl``, as ``metrics.jsonl``), which records
+how many policies each population had then and its mixture over them (``marl``: none,
+its newest policy plays): every seat of a population plays that mixture, and a joint
+meta-strategy's seats their marginals.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+import numpy as np
+
+from popmarl.tools.actor import Actor
+from popmarl.interfaces.algorithm import Algorithm, PolicySpace
+from popmarl.config.schema import RunConfig, population_algorithms, read_yaml, validate
+from popmarl.interfaces.env import Env
+from popmarl.errors import UserError
+from popmarl.interfaces.policy import Policy
+from popmarl.data.population import AgentMapping
+from popmarl.plugins.registries import Registries, RegistriesLike
+from popmarl.runs.rundir import RunDirectory
+from popmarl.runs.runner import build, build_algorithms, policy_spaces
+from popmarl.config.conversion import did_you_mean
+
+
+class PolicyStore:
+    """The run's frozen policies, each read from the run directory and rebuilt by its
+    population's algorithm when first asked for, then kept (one object per policy id,
+    shared by every seat that plays it)."""
+
+    def __init__(self, run: RunDirectory, algorithms: Mapping[str, Algorithm],
+                 spaces: Mapping[str, PolicySpace]) -> None:
+        self._run, self._algorithms, self._spaces = run, algorithms, spaces
+        self._loaded: dict[str, Policy] = {}
+
+    def get(self, policy_id: str) -> Policy:
+        if policy_id not in self._loaded:
+            population = policy_id.rsplit("/", 1)[0]
+            policy = self._algorithms[population].make_policy(space=self._spaces[population], seed=0)
+            policy.set_weights(self._run.load_policy(policy_id))
+            self._loaded[policy_id] = policy
+        return self._loaded[policy_id]
+
+
+@attrs.frozen(kw_only=True)
+class JointPool:
+    """A joint meta-strategy: profiles (one policy per seat of ``agents``, named by
+    ``policy_ids``) drawn together."""
+
+    agents: tuple[str, ...]
+    profiles: tuple[tuple[Policy, ...], ...]
+    probabilities: np.ndarray
+    policy_ids: tuple[tuple[str, ...], ...] = ()
+
+    def draw(self, rng: np.random.Generator) -> dict[str, Policy]:
+        return dict(zip(self.agents, self.profiles[int(rng.choice(len(self.profiles), p=self.probabilities))]))
+
+
+@attrs.frozen(kw_only=True)
+class Pool:
+    """The policies a seat plays and its meta-strategy over them (its support only);
+    ``joint``: the run's joint meta-strategy, when it has one (``mixture`` is then this
+    seat's marginal). ``space`` and ``algorithm`` (registered name and params) rebuild the
+    policies, named ``policy_ids``, in a backend's workers."""
+
+    policies: tuple[Policy, ...]
+    mixture: np.ndarray
+    policy_ids: tuple[str, ...]
+    space: PolicySpace
+    algorithm: tuple[str, Mapping[str, Any]]
+    joint: JointPool | None = None
+
+    def draw(self, rng: np.random.Generator) -> Policy:
+        return self.policies[self.draw_index(rng)]
+
+    def draw_index(self, rng: np.random.Generator) -> int:
+        """The index (into ``policies``) of a policy drawn from the mixture."""
+        return int(rng.choice(len(self.policies), p=self.mixture))
+
+    def renamed(self, prefix: str) -> Pool:
+        """The pool with its population (and policy ids) prefixed, to play beside another
+        run's populations of the same names."""
+        space = attrs.evolve(self.space, population=prefix + self.space.population)
+        return attrs.evolve(self, space=space, policy_ids=tuple(prefix + pid for pid in self.policy_ids),
+                            joint=None if self.joint is None else attrs.evolve(
+                                self.joint, policy_ids=tuple(tuple(prefix + pid for pid in profile)
+                                                             for profile in self.joint.policy_ids)))
+
+
+@attrs.frozen(kw_only=True)
+class Population:
+    """A population at the loaded iteration: its policies (``policy_ids``, oldest first),
+    its meta-strategy over them (``mixture``, aligned; with seats of their own, the mean of
+    its seats' mixtures) and the seats it plays."""
+
+    name: str
+    seats: tuple[str, ...]
+    policy_ids: tuple[str, ...]
+    mixture: np.ndarray
+    store: PolicyStore = attrs.field(repr=False, eq=False)
+
+    def policy(self, policy_id: str) -> Policy:
+        """One of the population's policies, by id (e.g. ``player_0/3``)."""
+        if policy_id not in self.policy_ids:
+            raise UserError(f"policy {policy_id!r}: not a policy of population {self.name!r} at this iteration"
+                            f"{did_you_mean(policy_id, self.policy_ids)}; it has {_listed(self.policy_ids)}")
+        return self.store.get(policy_id)
+
+    def sample_id(self, rng: np.random.Generator) -> str:
+        """A policy id drawn from the meta-strategy."""
+        return self.policy_ids[int(rng.choice(len(self.policy_ids), p=self.mixture))]
+
+    def sample(self, rng: np.random.Generator) -> Policy:
+        """A policy drawn from the meta-strategy."""
+        return self.store.get(self.sample_id(rng))
+
+
+def _listed(ids: tuple[str, ...], limit: int = 8) -> str:
+    shown = ", ".join(ids[:limit])
+    return shown + (f", ... ({len(ids)} in all)" if len(ids) > limit else "")
+
+
+@attrs.frozen(kw_only=True)
+class LoadedRun:
+    """A run directory's config, env, agent mapping, populations and per-seat pools at
+    ``iteration``, and the registries its components were found in."""
+
+    config: RunConfig
+    env: Env
+    mapping: AgentMapping
+    pools: Mapping[str, Pool]
+    populations: Mapping[str, Population]
+    iteration: int
+    path: Path
+    registries: Registries = attrs.field(factory=Registries.current)
+
+    def population(self, name: str) -> Population:
+        """The population ``name`` (its policies and meta-strategy)."""
+        if name not in self.populations:
+            raise UserError(f"population {name!r}: not a population of {self.path}{did_you_mean(name, list(self.populations))}; "
+                            f"its populations: {', '.join(self.populations)}")
+        return self.populations[name]
+
+    def actor(self, seat: str, rng: np.random.Generator | None = None) -> Actor:
+        """A player of ``seat``'s meta-strategy that acts on the env's own observations
+        (:class:`~popmarl.tools.actor.Actor`); ``rng`` draws its policies and samples its
+        actions (default: a fresh, unseeded generator)."""
+        if seat not in self.pools:
+            raise UserError(f"seat {seat!r}: not a seat of {self.path}{did_you_mean(seat, list(self.pools))}; "
+                            f"its seats: {', '.join(self.pools)}")
+        return Actor(env=self.env, seat=seat, pool=self.pools[seat],
+                     rng=rng if rng is not None else np.random.default_rng())
+
+
+def load_run(path: str | os.PathLike[str], iteration: int | None = None, *, main: bool = False,
+             registries: RegistriesLike | None = None) -> LoadedRun:
+    """Rebuild a run's env and meta-strategies: the final ones (``iteration=None``; from
+    ``summary.json``), or those of a past ``iteration`` (0 = the initial policies; from
+    the checkpoint's history); with ``main``, a league run's main agents instead (each
+    population's ``main_policies`` entry of ``summary.json``, alone). Components are
+    looked up in ``registries``, as :func:`popmarl.run` takes them."""
+    run = RunDirectory(path)
+    if not run.path.is_dir():
+        raise UserError(f"{run.path}: no such run directory")
+    if not run.config_file.is_file():
+        raise UserError(f"{run.path}: not a run directory (no config.yaml)")
+    if iteration is not None and (isinstance(iteration, bool) or not isinstance(iteration, (int, np.integer))):
+        raise UserError(f"iteration: must be a whole number or None (the final meta-strategy), got {iteration!r}")
+    found = Registries.of(registries)
+    config = validate(read_yaml(run.config_file), source=str(run.config_file), registries=found)
+    env: Env = build("envs", config.env, "env.params", found)
+    mapping = AgentMapping.resolve(config.agents.mapping, env.agents)
+    spaces = policy_spaces(env, mapping)
+    specs = population_algorithms(config, mapping.populations)
+    store = PolicyStore(run, build_algorithms(specs, found), spaces)
+    summary = run.read_summary() if iteration is None or main or run.summary_file.is_file() else {}
+    seat_mixtures: Mapping[str, Any] = {}
+    joint: Any = None
+    if main:
+        if iteration is not None:
+            raise UserError("iteration: a league's main agents load at the end of the run only (leave it unset)")
+        populations = _main(run, summary)
+        at = int(summary.get("iterations", 0))
+    elif iteration is None or iteration == summary.get("iterations"):
+        populations, seat_mixtures, joint = _final(run, summary)
+        at = int(summary.get("iterations", 0))
+    else:
+        populations = _past(run, int(iteration), mapping.populations, config.scenario.name)
+        at = int(iteration)
+    for population in populations:
+        if population not in spaces:
+            raise UserError(f"{run.summary_file}: population {population!r} is not in the run's agent mapping")
+    pools: dict[str, Pool] = {}
+    for agent in env.agents:
+        name = mapping.population_of[agent]
+        if name not in populations:
+            raise UserError(f"{run.summary_file}: no population {name!r} (agent {agent})")
+        ids, population_mixture = populations[name]
+        mixture = np.asarray(seat_mixtures.get(agent, population_mixture), dtype=float)
+        if len(mixture) != len(ids):
+            raise UserError(f"{run.summary_file}: agent {agent}'s meta-strategy has {len(mixture)} weights "
+                            f"for {len(ids)} policies of population {name!r}")
+        chosen = [(pid, w) for pid, w in zip(ids, mixture) if w > 0]
+        weights = np.array([w for _, w in chosen])
+        pools[agent] = Pool(policies=tuple(store.get(pid) for pid, _ in chosen), mixture=weights / weights.sum(),
+                            policy_ids=tuple(pid for pid, _ in chosen), space=spaces[name],
+                            algorithm=(specs[name].name, dict(specs[name].params)))
+    if joint:
+        joint_pool = _joint_pool(joint, store, {pid for pool in pools.values() for pid in pool.policy_ids},
+                                 run.summary_file)
+        pools = {a: attrs.evolve(pool, joint=joint_pool) for a, pool in pools.items()}
+    loaded = {name: Population(name=name, seats=mapping.agents_of(name), policy_ids=tuple(ids),
+                               mixture=_normalised(mixture), store=store)
+              for name, (ids, mixture) in populations.items()}
+    return LoadedRun(config=config, env=env, mapping=mapping, pools=pools, populations=loaded, iteration=at,
+                     path=run.path, registries=found)
+
+
+#: Per population: its policy ids and meta-strategy over them.
+Mixtures = dict[str, tuple[list[str], np.ndarray]]
+
+
+def _final(run: RunDirectory, summary: Mapping[str, Any]) -> tuple[Mixtures, Mapping[str, Any], Any]:
+    """The summary's populations, per-seat mixtures (psro writes each seat's; a summary
+    without them, as marl's, has one per population) and joint meta-strategy."""
+    populations = summary.get("populations", {})
+    if not populations:
+        raise UserError(f"{run.summary_file}: the run has no populations yet")
+    mixtures = {p: (list(info["policies"]), np.asarray(info["meta_strategy"], dtype=float))
+                for p, info in populations.items()}
+    return mixtures, summary.get("meta_strategies") or {}, summary.get("joint_meta_strategy")
+
+
+def _main(run: RunDirectory, summary: Mapping[str, Any]) -> Mixtures:
+    """Each population's main agent alone (a league's ``main_policies``)."""
+    main = summary.get("main_policies")
+    if not main:
+        raise UserError(f"{run.path}: not a league run (its summary.json names no main_policies); "
+                        "--main plays a league's main agents")
+    return {p: ([pid], np.ones(1)) for p, pid in main.items()}
+
+
+def _past(run: RunDirectory, iteration: int, names: tuple[str, ...], scenario: str) -> Mixtures:
+    """Each population's policies and meta-strategy after ``iteration``, from the
+    checkpoint: its first ``population_size`` policies and the ``meta_strategy`` its
+    history line records (without one, as marl's, the newest of them alone)."""
+    state, _ = run.load_state()
+    last = int(state["iteration"])
+    history = state["history"]
+    if not 0 <= iteration <= last:
+        raise UserError(f"iteration {iteration}: the run at {run.path} has iterations 0 to {last}; "
+                        "leave it unset (None) for the final meta-strategy")
+    recorded = all(f"population_size/{p}" in line for line in history for p in names)
+    if not recorded:
+        raise UserError(f"iteration {iteration}: the run's history does not record its populations per iteration "
+                        f"(scenario {scenario}); only its final meta-strategy loads (iteration unset)")
+    policies = state["policies"]
+    if iteration == 0:  # one initial policy each; marl's frozen populations hold their source's mixture
+        frozen = state.get("frozen_mixtures", {})
+        line: Mapping[str, Any] = {
+            **{f"population_size/{p}": len(frozen.get(p, [1.0])) for p in names},
+            **{f"meta_strategy/{p}": frozen[p] for p in names if p in frozen}}
+    else:
+        line = history[iteration - 1]
+    mixtures: Mixtures = {}
+    for p in names:
+        size = int(line[f"population_size/{p}"])
+        ids = list(policies[p][:size])
+        meta = line.get(f"meta_strategy/{p}", [0.0] * (size - 1) + [1.0])
+        mixtures[p] = (ids, np.asarray(meta, dtype=float))
+    return mixtures
+
+
+def _normalised(mixture: np.ndarray) -> np.ndarray:
+    total = float(np.sum(mixture))
+    return mixture / total if total > 0 else mixture
+
+
+def _joint_pool(joint: Mapping[str, Any], store: PolicyStore, loaded: set[str], source: Path) -> JointPool:
+    """The summary's ``joint_meta_strategy`` over the seats' policies."""
+    agents, profiles = tuple(joint["agents"]), joint["profiles"]
+    probabilities = np.asarray(joint["probabilities"], dtype=float)
+    if len(profiles) != len(probabilities) or any(len(p) != len(agents) for p in profiles):
+        raise UserError(f"{source}: joint_meta_strategy needs one policy per seat of {list(agents)} in each "
+                        "profile and one probability per profile")
+    missing = sorted({pid for profile in profiles for pid in profile} - loaded)
+    if missing:
+        raise UserError(f"{source}: joint_meta_strategy names policies outside the seats' meta-strategies: "
+                        f"{', '.join(missing)}")
+    return JointPool(agents=agents, profiles=tuple(tuple(store.get(pid) for pid in p) for p in profiles),
+                     probabilities=probabilities / probabilities.sum(),
+                     policy_ids=tuple(tuple(p) for p in profiles))
