@@ -1,9 +1,10 @@
 """popmarl: population-based multi-agent reinforcement learning.
 
-Re-exports the interfaces, :data:`hookimpl`, the registries (``popmarl.solvers``,
-``popmarl.algorithms``, ...), :func:`load_config`, :func:`run`, :func:`load_run` and the
-error classes.
-Importing popmarl imports no heavy library; registries load components only on demand.
+For users: :func:`load_config`, :func:`validate`, :func:`run`, :func:`load_run` and the
+component registries (``popmarl.solvers``, ``popmarl.algorithms``, ...). Every name of the
+plugin API (:mod:`popmarl.api`: ``popmarl.Policy``, ``popmarl.TrainTask``...) is reachable
+here as well, loaded on first use.
+Importing popmarl imports no heavy library (nor numpy); registries load components only on demand.
 """
 
 from __future__ import annotations
@@ -14,116 +15,24 @@ from typing import TYPE_CHECKING, Any
 from popmarl.plugins.registry import KINDS, Registry
 
 if TYPE_CHECKING:
-    from popmarl.tools.actor import Actor
-    from popmarl.interfaces.agent import AgentInterface
-    from popmarl.interfaces.algorithm import Algorithm, BestResponseProblem, PolicySpace
-    from popmarl.interfaces.backend import Backend
-    from popmarl.interfaces.component import Component
+    from popmarl.api import *  # noqa: F403 (the plugin API, re-exported lazily below)
+    from popmarl.api.engine import RolloutWorker as RolloutWorker
     from popmarl.config.schema import RunConfig
-    from popmarl.interfaces.env import Env, ExactEnv, Step, VectorEnv
-    from popmarl.errors import (
-        CheckpointError,
-        ConfigError,
-        PluginError,
-        PopmarlError,
-        ResumeError,
-        SolverError,
-        UnknownComponentError,
-        UserError,
-    )
-    from popmarl.interfaces.hookspec import hookimpl
-    from popmarl.tools.loaded_run import LoadedRun, Population
-    from popmarl.interfaces.policy import ExplicitPolicy, Policy
-    from popmarl.data.records import (
-        BestResponseResult,
-        BestResponseTask,
-        Episode,
-        EpisodeBatch,
-        EvalResult,
-        EvalTask,
-        FrozenPolicy,
-        JointOpponents,
-        LearnerInit,
-        LearnerSpec,
-        LearnerState,
-        Observations,
-        Opponents,
-        PolicySpec,
-        RunInfo,
-        TrainBudget,
-        TrainResult,
-        TrainTask,
-    )
-    from popmarl.plugins.registries import Registries, RegistriesLike
-    from popmarl.engine.rollout import RolloutWorker
-    from popmarl.scenario.base import IterativeScenario, RunContext, Scenario
-    from popmarl.interfaces.solver import JointMetaSolver, MetaSolver, SolverResult
-    from popmarl.interfaces.spaces import Box, Discrete
-    from popmarl.interfaces.tracker import Tracker
-    from popmarl.interfaces.trainer import Trainer, TrainerState
+    from popmarl.plugins.registries import RegistriesLike
+    from popmarl.tools.actor import Actor as Actor
+    from popmarl.tools.loaded_run import LoadedRun as LoadedRun
+    from popmarl.tools.loaded_run import Population as Population
 
-#: Where each re-exported name lives; imported on first access, so that ``import popmarl``
-#: (and listing the registries) loads neither numpy nor any component module.
-_EXPORTS: dict[str, str] = {
+#: The names this package adds to the plugin API's, and where each lives; imported on first
+#: access, so that ``import popmarl`` (and listing the registries) loads neither numpy nor
+#: any component module.
+_OWN: dict[str, str] = {
     "Actor": "popmarl.tools.actor",
-    "AgentInterface": "popmarl.interfaces.agent",
-    "Algorithm": "popmarl.interfaces.algorithm",
-    "BestResponseProblem": "popmarl.interfaces.algorithm",
-    "PolicySpace": "popmarl.interfaces.algorithm",
-    "TrainerContext": "popmarl.interfaces.algorithm",
-    "Backend": "popmarl.interfaces.backend",
-    "Component": "popmarl.interfaces.component",
-    "Env": "popmarl.interfaces.env",
-    "ExactEnv": "popmarl.interfaces.env",
-    "Step": "popmarl.interfaces.env",
-    "VectorEnv": "popmarl.interfaces.env",
-    "CheckpointError": "popmarl.errors",
-    "ConfigError": "popmarl.errors",
-    "PluginError": "popmarl.errors",
-    "PopmarlError": "popmarl.errors",
-    "ResumeError": "popmarl.errors",
-    "SolverError": "popmarl.errors",
-    "UnknownComponentError": "popmarl.errors",
-    "UserError": "popmarl.errors",
-    "hookimpl": "popmarl.interfaces.hookspec",
     "LoadedRun": "popmarl.tools.loaded_run",
     "Population": "popmarl.tools.loaded_run",
-    "ExplicitPolicy": "popmarl.interfaces.policy",
-    "Policy": "popmarl.interfaces.policy",
-    "BestResponseResult": "popmarl.data.records",
-    "BestResponseTask": "popmarl.data.records",
-    "EvalResult": "popmarl.data.records",
-    "EvalTask": "popmarl.data.records",
-    "FrozenPolicy": "popmarl.data.records",
-    "JointOpponents": "popmarl.data.records",
-    "LearnerInit": "popmarl.data.records",
-    "LearnerSpec": "popmarl.data.records",
-    "LearnerState": "popmarl.data.records",
-    "Episode": "popmarl.data.records",
-    "EpisodeBatch": "popmarl.data.records",
-    "Observations": "popmarl.data.records",
-    "Opponents": "popmarl.data.records",
-    "PolicySpec": "popmarl.data.records",
-    "RunInfo": "popmarl.data.records",
-    "TrainBudget": "popmarl.data.records",
-    "TrainResult": "popmarl.data.records",
-    "TrainTask": "popmarl.data.records",
-    "Registries": "popmarl.plugins.registries",
-    "RolloutWorker": "popmarl.engine.rollout",
-    "IterativeScenario": "popmarl.scenario.base",
-    "RunContext": "popmarl.scenario.base",
-    "Scenario": "popmarl.scenario.base",
-    "JointMetaSolver": "popmarl.interfaces.solver",
-    "MetaSolver": "popmarl.interfaces.solver",
-    "SolverResult": "popmarl.interfaces.solver",
-    "Box": "popmarl.interfaces.spaces",
-    "Discrete": "popmarl.interfaces.spaces",
-    "Tracker": "popmarl.interfaces.tracker",
-    "Trainer": "popmarl.interfaces.trainer",
-    "TrainerState": "popmarl.interfaces.trainer",
-    "JointEpisodes": "popmarl.data.trajectories",
-    "SeatRows": "popmarl.data.trajectories",
+    "RolloutWorker": "popmarl.api.engine",
 }
+_FUNCTIONS = ("load_config", "validate", "run", "load_run")
 
 __version__ = "0.1.0"
 
@@ -133,6 +42,13 @@ envs: Registry
 solvers: Registry
 backends: Registry
 trackers: Registry
+
+
+def _api_names() -> list[str]:
+    from importlib import import_module
+
+    api = import_module("popmarl.api")
+    return [name for name in vars(api) if not name.startswith("_") and name not in ("engine", "version")]
 
 
 def __getattr__(name: str) -> Any:
@@ -145,17 +61,22 @@ def __getattr__(name: str) -> Any:
             if kind not in globals():
                 globals()[kind] = Registry.from_entry_points(kind, found)
         return globals()[name]
-    if name in _EXPORTS:
-        from importlib import import_module
+    if name == "__all__":
+        return sorted({*_OWN, *_FUNCTIONS, *KINDS, "Registry", *_api_names()})
+    from importlib import import_module
 
-        value = getattr(import_module(_EXPORTS[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'popmarl' has no attribute {name!r}")
+    if name in _OWN:
+        value = getattr(import_module(_OWN[name]), name)
+    elif not name.startswith("_") and name in _api_names():
+        value = getattr(import_module("popmarl.api"), name)
+    else:
+        raise AttributeError(f"module 'popmarl' has no attribute {name!r}")
+    globals()[name] = value
+    return value
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS) | set(KINDS))
+    return sorted(set(globals()) | set(_OWN) | set(KINDS) | set(_api_names()))
 
 
 def load_config(path: str, overrides: list[str] | tuple[str, ...] = (), *,
@@ -197,14 +118,3 @@ def load_run(path: str | os.PathLike[str], iteration: int | None = None, *,
     from popmarl.tools.loaded_run import load_run as _load_run
 
     return _load_run(path, iteration, registries=registries)
-
-
-__all__ = [
-    "Actor", "AgentInterface", "Algorithm", "Backend", "BestResponseProblem", "BestResponseResult", "BestResponseTask", "Box", "CheckpointError", "Component",
-    "ConfigError", "Discrete", "Env", "Episode", "EpisodeBatch", "EvalResult", "EvalTask", "ExactEnv", "ExplicitPolicy",
-    "FrozenPolicy", "IterativeScenario", "JointMetaSolver", "JointOpponents", "LearnerInit", "LearnerSpec", "LearnerState", "LoadedRun", "MetaSolver", "Observations", "Opponents", "PluginError", "Policy", "PolicySpace", "PolicySpec",
-    "Population", "PopmarlError", "Registries", "Registry", "ResumeError", "RolloutWorker", "RunContext", "RunInfo", "Scenario",
-    "SolverError", "SolverResult", "Step", "Tracker", "TrainBudget", "TrainResult", "TrainTask", "Trainer", "TrainerState",
-    "UnknownComponentError", "UserError", "VectorEnv", "algorithms", "backends", "envs", "hookimpl",
-    "load_config", "load_run", "run", "scenarios", "solvers", "trackers", "validate",
-]

@@ -74,3 +74,21 @@ def test_every_public_name_resolves() -> None:
     missing = [name for name in popmarl.__all__ if not hasattr(popmarl, name)]
     assert missing == []
     assert popmarl.Policy.__module__ == "popmarl.interfaces.policy" and popmarl.UserError.__module__ == "popmarl.errors"
+
+
+def test_the_plugin_api_imports_no_heavy_library() -> None:
+    """``import popmarl.api`` (what every plugin imports first) stays as light as ``import popmarl``."""
+    code = """
+import json, sys, time
+start = time.process_time()
+import popmarl.api, popmarl.api.engine
+seconds = time.process_time() - start
+heavy = sorted({m.split(".")[0] for m in sys.modules} & set(HEAVY))
+builtin = sorted(m for m in sys.modules if m.startswith("popmarl.builtin."))
+print(json.dumps({"seconds": seconds, "heavy": heavy, "builtin": builtin}))
+"""
+    _probe(code)  # warm the bytecode cache
+    reports = [_probe(code) for _ in range(3)]
+    assert reports[0]["heavy"] == [] and reports[0]["builtin"] == []
+    times = [r["seconds"] for r in reports]
+    assert min(times) < LIMIT_S, f"import popmarl.api: best of 3 = {min(times):.3f}s ({times})"

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from popmarl.tools.actor import Action
+from popmarl.interfaces.match import Action
 from popmarl.interfaces.match import Match
 
 #: The named games' action names.

@@ -14,9 +14,12 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from popmarl.tools.actor import Action
-from popmarl.interfaces.env import Env
 from popmarl.errors import UserError
+from popmarl.interfaces.env import Env
+
+#: What an actor's ``act`` returns: an action number (discrete actions), or an array
+#: clipped to the action space's bounds (Box actions).
+Action = int | np.ndarray
 
 
 class Match(ABC):

@@ -2,7 +2,7 @@
 
 What :data:`~popmarl.interfaces.trainer.TrainerState` files look like for any plugin's trainer:
 ``.npz`` files of plain arrays (read with ``allow_pickle=False``) and JSON objects, the
-trainer's own ``trainer.json`` tagged with its kind and :data:`FORMAT`. A file that is
+trainer's own ``trainer.json`` tagged with its kind and :data:`TRAINER_FORMAT`. A file that is
 missing or does not read back is a one-line :class:`~popmarl.errors.CheckpointError`
 naming it. (Torch files are the plugins' own: the core imports no torch.)
 """
@@ -21,9 +21,9 @@ from popmarl.errors import CheckpointError
 from popmarl.interfaces.trainer import TrainerState
 
 #: Version of ``trainer.json``; a state of another version is refused.
-FORMAT = 1
+TRAINER_FORMAT = 1
 #: The trainer's own file: its kind, counters and generator states.
-TRAINER = "trainer.json"
+TRAINER_FILE = "trainer.json"
 
 
 def state_file(state: TrainerState, name: str) -> bytes:
@@ -75,17 +75,17 @@ def read_json(state: TrainerState, name: str) -> dict[str, Any]:
 
 
 def trainer_json(kind: str, **fields: Any) -> bytes:
-    """The trainer's counters and generator states, tagged with its kind and :data:`FORMAT`."""
-    return json_bytes({"format": FORMAT, "kind": kind, **fields})
+    """The trainer's counters and generator states, tagged with its kind and :data:`TRAINER_FORMAT`."""
+    return json_bytes({"format": TRAINER_FORMAT, "kind": kind, **fields})
 
 
 def read_trainer_json(state: TrainerState, kind: str, fields: tuple[str, ...]) -> dict[str, Any]:
-    """The trainer's JSON file, checked to be of ``kind`` and :data:`FORMAT` and to hold ``fields``."""
-    data = read_json(state, TRAINER)
-    if data.get("format") != FORMAT or data.get("kind") != kind:
-        raise CheckpointError(f"trainer state {TRAINER}: holds a {data.get('kind')!r} trainer state of format "
-                              f"{data.get('format')!r}, expected {kind!r} of format {FORMAT}")
+    """The trainer's JSON file, checked to be of ``kind`` and :data:`TRAINER_FORMAT` and to hold ``fields``."""
+    data = read_json(state, TRAINER_FILE)
+    if data.get("format") != TRAINER_FORMAT or data.get("kind") != kind:
+        raise CheckpointError(f"trainer state {TRAINER_FILE}: holds a {data.get('kind')!r} trainer state of format "
+                              f"{data.get('format')!r}, expected {kind!r} of format {TRAINER_FORMAT}")
     missing = [field for field in fields if field not in data]
     if missing:
-        raise CheckpointError(f"trainer state {TRAINER}: missing {', '.join(missing)}")
+        raise CheckpointError(f"trainer state {TRAINER_FILE}: missing {', '.join(missing)}")
     return data

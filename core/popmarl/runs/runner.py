@@ -24,7 +24,7 @@ from popmarl.data.population import AgentMapping
 from popmarl.data.records import RunInfo
 from popmarl.plugins.registries import Registries, RegistriesLike
 from popmarl.runs.rundir import RunDirectory
-from popmarl.scenario.base import RunContext, Scenario
+from popmarl.interfaces.scenario import RunContext, Scenario
 from popmarl.interfaces.solver import MetaSolver
 from popmarl.runs.warning_log import WarningLog
 

@@ -1,4 +1,5 @@
-"""The Scenario interface: a control loop that emits tasks through a Backend."""
+"""The base of iterative scenarios (psro, league, marl): announce, initialise or restore,
+loop, commit, and always write ``summary.json``."""
 
 from __future__ import annotations
 
@@ -8,70 +9,12 @@ from abc import abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
-import attrs
-
-from popmarl.interfaces.agent import AgentInterface
-from popmarl.interfaces.algorithm import PolicySpace
-from popmarl.interfaces.backend import Backend
-from popmarl.interfaces.component import Component
-from popmarl.config.schema import RunConfig, StoppingConfig
-from popmarl.interfaces.env import Env
+from popmarl.config.schema import StoppingConfig
+from popmarl.data.records import LearnerState
 from popmarl.errors import Terminated
-from popmarl.plugins.hooks import Hooks
-from popmarl.data.population import AgentMapping
-from popmarl.data.records import LearnerState, RunInfo
-from popmarl.runs.rundir import RunDirectory
-from popmarl.interfaces.solver import MetaSolver
+from popmarl.interfaces.scenario import RunContext, Scenario
 
 log = logging.getLogger("popmarl")
-
-
-@attrs.frozen(kw_only=True)
-class RunContext:
-    """What a scenario works with: the built components (``agents``: each population's
-    :class:`~popmarl.interfaces.agent.AgentInterface`, i.e. its algorithm and spaces), the run
-    directory, the hooks."""
-
-    config: RunConfig
-    info: RunInfo
-    run_dir: RunDirectory
-    hooks: Hooks
-    env: Env
-    agents: Mapping[str, AgentInterface]
-    solver: MetaSolver
-    backend: Backend
-    mapping: AgentMapping
-    spaces: Mapping[str, PolicySpace]
-    resume: bool = False
-
-
-class Scenario(Component):
-    """A control loop (PSRO, MARL, league...). It holds no execution details."""
-
-    #: Whether the run continues from a checkpoint, set before the checks below: a check
-    #: of what only a fresh run reads (e.g. another run's policies that ``marl`` copies at
-    #: the start) is then skipped, so that a resume does not depend on it.
-    resuming: bool = False
-
-    def check(self, *, config: RunConfig, mapping: AgentMapping) -> None:
-        """Raise a :class:`~popmarl.errors.ConfigError` for a config this scenario cannot
-        run as written; called before the backend starts or anything is written."""
-
-    def check_agents(self, agents: Mapping[str, AgentInterface]) -> None:
-        """Raise a :class:`~popmarl.errors.ConfigError` for populations whose algorithms
-        this scenario cannot use (e.g. one that does not learn where learning is the
-        point); called with the built algorithms, before anything is written."""
-
-    def check_solver(self, solver: MetaSolver, *, mapping: AgentMapping,
-                     agents: Mapping[str, AgentInterface]) -> None:
-        """Raise a :class:`~popmarl.errors.ConfigError` for a meta-solver this scenario
-        cannot use with these populations (e.g. a joint solver with a shared population);
-        called before anything is written."""
-
-    @abstractmethod
-    def run(self, context: RunContext) -> dict[str, Any]:
-        """Run (or resume) to a stopping condition; return the summary, which the caller
-        writes to ``summary.json``. Checkpoint after each iteration."""
 
 
 class IterativeScenario(Scenario):

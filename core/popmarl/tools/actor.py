@@ -15,17 +15,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import ArrayLike
 
+from popmarl.interfaces.match import Action
 from popmarl.interfaces.spaces import Box
 
 if TYPE_CHECKING:
     from popmarl.interfaces.env import Env
     from popmarl.tools.loaded_run import Pool
     from popmarl.interfaces.policy import Policy
-
-#: What :meth:`Actor.act` returns: an action number (discrete actions), or an array
-#: clipped to the action space's bounds (Box actions).
-Action = int | np.ndarray
-
 
 class Actor:
     """Plays ``seat`` from ``pool`` (its policies and the seat's meta-strategy) in ``env``;

@@ -16,7 +16,7 @@ from typing import TextIO
 
 import numpy as np
 
-from popmarl.tools.actor import Action
+from popmarl.interfaces.match import Action
 from popmarl.errors import UserError
 from popmarl.tools.loaded_run import LoadedRun
 from popmarl.interfaces.match import Match, new_match

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 from popmarl.errors import UserError
-from popmarl.tools.actor import Action
+from popmarl.interfaces.match import Action
 from popmarl.interfaces.match import Match
 from popmarl.interfaces.spaces import Discrete
 

@@ -22,7 +22,7 @@ from tianshou.data import Batch, ReplayBuffer
 
 from popmarl.errors import CheckpointError
 from popmarl.interfaces.trainer import TrainerState
-from popmarl.interfaces.trainer_files import (FORMAT, TRAINER, first_line, json_bytes, npz_bytes, read_json, read_npz,
+from popmarl.interfaces.trainer_files import (TRAINER_FORMAT as FORMAT, TRAINER_FILE as TRAINER, first_line, json_bytes, npz_bytes, read_json, read_npz,
                                    read_trainer_json, state_file, trainer_json)
 
 

@@ -19,7 +19,7 @@ import torch
 
 from popmarl.errors import CheckpointError
 from popmarl.interfaces.trainer import TrainerState
-from popmarl.interfaces.trainer_files import TRAINER, first_line, npz_bytes, read_npz, read_trainer_json, state_file, trainer_json
+from popmarl.interfaces.trainer_files import TRAINER_FILE as TRAINER, first_line, npz_bytes, read_npz, read_trainer_json, state_file, trainer_json
 
 
 def torch_bytes(obj: Any) -> bytes:
