@@ -2,7 +2,7 @@
 poker, with their default networks and with wide ones (1024x1024 layers, batch 1024).
 
 Per algorithm and network: the device ``auto`` chose and its timings of each candidate
-(the trainer's own timing, read from the process's decisions, ``popmarl_tianshou.device.AUTO``),
+(the trainer's own timing, read from the process's decisions, ``popmarl_torch.auto.AUTO``),
 then env steps per wall second of a best-response training of ``--steps`` env steps
 (:func:`learning.popmarl_train`: player_0's learner against player_1's uniform policy,
 the budget a default ``psro`` run gets, capped) with ``device`` given explicitly as each
@@ -39,7 +39,7 @@ def train_wall(algorithm: str, params: dict[str, Any], steps: int) -> float:
 def auto_choice(algorithm: str, params: dict[str, Any]) -> Any:
     """The update-device decision ``auto`` makes for a learner of ``params`` (a short
     training decides it; the decision is read from the process's cache)."""
-    from popmarl_tianshou.device import AUTO
+    from popmarl_torch.auto import AUTO
 
     AUTO.cache.clear()
     learning.popmarl_train(learning.Setting(algorithm=algorithm, params={**params, "device": "auto"}, game="leduc"),

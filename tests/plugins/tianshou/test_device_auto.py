@@ -2,9 +2,9 @@
 device, record the choice (log, metrics, trainer state) and keep it on resume.
 
 CI has no GPU, so the choice among several candidates is run here on the CPU: an
-:class:`~popmarl_tianshou.device.AutoDevice` with the candidates ``["cpu", "cpu"]``
+:class:`~popmarl_torch.auto.AutoDevice` with the candidates ``["cpu", "cpu"]``
 (two timings, one device) and a timer of our own (seconds by call order) takes the
-place of :data:`~popmarl_tianshou.device.AUTO`; torch and Tianshou run as they are.
+place of :data:`~popmarl_torch.auto.AUTO`; torch and Tianshou run as they are.
 """
 
 from __future__ import annotations
@@ -24,13 +24,14 @@ import popmarl
 from popmarl.interfaces.algorithm import Algorithm
 from popmarl.errors import CheckpointError
 from popmarl.interfaces.policy import Policy
-from popmarl.data.records import Episode, Weights
+from popmarl.data.episodes import Episode
+from popmarl.data.policies import Weights
 from popmarl.runs.rundir import RunDirectory
 from popmarl.interfaces.trainer import Trainer, TrainerState
-from popmarl_tianshou import device as device_module
-from popmarl_tianshou.device import (AutoDevice, DeviceChoice, Step, Timer, acting_workload, fastest, time_steps,
-                                     update_workload)
-from popmarl_tianshou.policy import TorchPolicy
+from popmarl_torch import auto as device_module
+from popmarl_torch.auto import AutoDevice, DeviceChoice
+from popmarl_torch.policies import TorchPolicy
+from popmarl_torch.timing import Step, Timer, acting_workload, fastest, time_steps, update_workload
 
 SMALL: dict[str, dict[str, Any]] = {
     "dqn": {"hidden": [16], "learning_starts": 16, "batch_size": 16, "buffer_size": 100, "target_update_freq": 5,

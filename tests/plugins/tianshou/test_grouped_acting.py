@@ -14,11 +14,13 @@ from tianshou_helpers import algorithm, metrics, requires_nash, requires_openspi
 import popmarl
 from popmarl.interfaces.policy import ActingAlone, Policy
 from popmarl.data.population import AgentMapping
-from popmarl.data.records import EpisodeBatch, Observations
-from popmarl.engine.rollout import OpponentCopy, OpponentDraw, RolloutWorker, Seating
+from popmarl.data.episodes import EpisodeBatch, Observations
+from popmarl.engine.rollout import RolloutWorker
+from popmarl.engine.seating import OpponentCopy, OpponentDraw, Seating
 from popmarl.runs.runner import policy_spaces
 from popmarl.interfaces.spaces import Box, Discrete
-from popmarl_tianshou.policy import CategoricalPolicy, QPolicy, stacked_outputs, uniform_initial
+from popmarl_torch.grouped import stacked_outputs
+from popmarl_torch.policies import CategoricalPolicy, QPolicy, uniform_initial
 
 OBS, ACTIONS = 7, 5
 SPACE = space(Box(shape=(OBS,)), Discrete(n=ACTIONS))

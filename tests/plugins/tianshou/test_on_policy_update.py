@@ -18,7 +18,7 @@ from tianshou_helpers import BOX_SPACE, MASKED_SPACE, algorithm, box_episodes, m
 
 from popmarl.interfaces.algorithm import PolicySpace
 from popmarl.interfaces.policy import Policy
-from popmarl.data.records import Episode
+from popmarl.data.episodes import Episode
 from popmarl_tianshou.actor_critic import OnPolicyTrainer, on_policy_update
 from popmarl_tianshou.batching import numpy_random, numpy_random_state, to_buffer, transitions
 

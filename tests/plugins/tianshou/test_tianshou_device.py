@@ -3,7 +3,7 @@ and published weights on the CPU, a one-line config error for a GPU torch does n
 
 CI has no GPU, so the GPU code path (the trainer trains device copies of the policy's
 modules and copies them back after each update) is run here on the CPU, forced through
-:class:`~popmarl_tianshou.device.Placement` ``separate=True``: it must train exactly as
+:class:`~popmarl_torch.placement.Placement` ``separate=True``: it must train exactly as
 the default CPU path, which trains the policy's own modules.
 """
 
@@ -24,12 +24,14 @@ import popmarl
 from popmarl.interfaces.algorithm import Algorithm, PolicySpace
 from popmarl.errors import ConfigError
 from popmarl.interfaces.policy import Policy
-from popmarl.data.records import Episode, Weights
+from popmarl.data.episodes import Episode
+from popmarl.data.policies import Weights
 from popmarl.runs.rundir import RunDirectory
 from popmarl.interfaces.trainer import Trainer
-from popmarl_tianshou.device import Placement, resolve_device
-from popmarl_tianshou.nets import CategoricalActor, GaussianActor, QNet, ValueCritic
-from popmarl_tianshou.policy import TorchPolicy
+from popmarl_torch.devices import resolve_device
+from popmarl_torch.nets import CategoricalActor, GaussianActor, QNet, ValueCritic
+from popmarl_torch.placement import Placement
+from popmarl_torch.policies import TorchPolicy
 
 SMALL: dict[str, dict[str, Any]] = {
     "dqn": {"hidden": [16], "learning_starts": 16, "batch_size": 16, "buffer_size": 100, "target_update_freq": 5,

@@ -17,7 +17,7 @@ import popmarl
 from popmarl.builtin.matrix_env import MixedStrategyPolicy
 from popmarl.builtin.random_policy import UniformRandomPolicy
 from popmarl.interfaces.policy import masked_uniform
-from popmarl.data.records import Observations
+from popmarl.data.episodes import Observations
 
 UNIFORM_KUHN_NASH_CONV = 0.9167
 EXAMPLE_KUHN = Path(__file__).resolve().parents[3] / "examples" / "psro_kuhn_dqn.yaml"

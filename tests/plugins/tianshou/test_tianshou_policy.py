@@ -15,7 +15,7 @@ from tianshou_helpers import ACTOR_CRITIC, ALGORITHMS, BOX_SPACE, Bandit, algori
 import popmarl
 from popmarl.errors import CheckpointError, ConfigError
 from popmarl.interfaces.policy import ExplicitPolicy
-from popmarl.data.records import Episode, Observations
+from popmarl.data.episodes import Episode, Observations
 from popmarl.interfaces.spaces import Box, Discrete
 from popmarl_tianshou import load_checkpoint, save_checkpoint
 from popmarl_tianshou.batching import to_buffer, transitions

@@ -20,10 +20,13 @@ from popmarl.interfaces.algorithm import Algorithm, PolicySpace
 from popmarl.builtin.random_policy import UniformRandomPolicy
 from popmarl.errors import CheckpointError
 from popmarl.interfaces.policy import Policy
-from popmarl.data.records import Episode, Weights
-from popmarl.engine.rollout import OpponentDraw, RolloutWorker, Seating
+from popmarl.data.episodes import Episode
+from popmarl.data.policies import Weights
+from popmarl.engine.rollout import RolloutWorker
+from popmarl.engine.seating import OpponentDraw, Seating
 from popmarl.interfaces.trainer import Trainer, TrainerState
-from popmarl_tianshou.state import npz_bytes, torch_bytes
+from popmarl.api import npz_bytes
+from popmarl_torch.state import torch_bytes
 
 #: Small configs whose first updates already train (the DQN buffer wraps around).
 PARAMS: dict[str, dict[str, Any]] = {

@@ -18,7 +18,10 @@ from popmarl.interfaces.algorithm import Algorithm, PolicySpace
 from popmarl.interfaces.env import Env, Step, VectorEnv
 from popmarl.interfaces.policy import Policy
 from popmarl.engine.learners import Learners
-from popmarl.data.records import Episode, LearnerSpec, Observations, Opponents, PolicySpec, TrainBudget, TrainTask
+from popmarl.data.episodes import Episode, Observations
+from popmarl.data.learners import LearnerSpec
+from popmarl.data.policies import PolicySpec
+from popmarl.data.tasks import Opponents, TrainBudget, TrainTask
 from popmarl.engine.rollout import RolloutWorker
 from popmarl.interfaces.spaces import Box, Discrete
 from popmarl.engine.learner_loop import run_task

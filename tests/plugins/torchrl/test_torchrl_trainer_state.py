@@ -17,7 +17,8 @@ from popmarl.interfaces.algorithm import PolicySpace
 from popmarl.interfaces.env import Env
 from popmarl.errors import CheckpointError
 from popmarl.engine.learners import Learners
-from popmarl.data.records import LearnerInit, LearnerSpec, TrainBudget, TrainTask
+from popmarl.data.learners import LearnerInit, LearnerSpec
+from popmarl.data.tasks import TrainBudget, TrainTask
 from popmarl.engine.rollout import RolloutWorker
 from popmarl.engine.learner_loop import run_task
 from popmarl_pettingzoo.env import PettingZooEnv

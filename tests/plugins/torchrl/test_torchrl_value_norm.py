@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import torch
 
-from popmarl.data.records import LearnerInit
+from popmarl.data.learners import LearnerInit
 from popmarl.engine.rollout import RolloutWorker
 from popmarl.engine.learner_loop import run_task
 from popmarl.data.trajectories import JointEpisodes

@@ -2,13 +2,17 @@
 
 Algorithms ``dqn`` (double DQN), ``ppo`` and ``a2c`` (entry points in the group
 ``popmarl.algorithms``), masked for games with legal actions, plus policy checkpoints
-(:func:`save_checkpoint`, :func:`load_checkpoint`). Importing this package imports only
-the torch-side modules; the algorithms (and Tianshou) load when asked for by name.
+(:func:`save_checkpoint`, :func:`load_checkpoint`). The policies, networks and device
+choice are popmarl-torch's (:mod:`popmarl_torch`), re-exported here as the policies this
+plugin makes. Importing this package imports only the torch-side modules; the algorithms
+(and Tianshou) load when asked for by name.
 """
 
 from __future__ import annotations
 
 from popmarl_tianshou.checkpoint import load_checkpoint, save_checkpoint
-from popmarl_tianshou.policy import CategoricalPolicy, GaussianPolicy, QPolicy, TorchPolicy
+from popmarl_torch.policies import CategoricalPolicy, GaussianPolicy, QPolicy, TorchPolicy
+
+POPMARL_API = "1.0"  # the popmarl.api version this plugin is built against (popmarl plugins --check)
 
 __all__ = ["CategoricalPolicy", "GaussianPolicy", "QPolicy", "TorchPolicy", "load_checkpoint", "save_checkpoint"]

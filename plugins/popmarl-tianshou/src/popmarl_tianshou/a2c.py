@@ -2,10 +2,7 @@
 
 The update is Tianshou 2.0's :class:`tianshou.algorithm.A2C`; illegal actions have logit
 -inf, so the policy gradient and entropy involve legal actions only. Discrete or Box
-(Gaussian) actions.
-
-On-policy: it learns only from episodes its current weights played (on the ray backend,
-older ones are dropped whatever ``max_staleness`` says; see
+(Gaussian) actions. On-policy (see
 :class:`~popmarl_tianshou.actor_critic.ActorCriticAlgorithm`).
 """
 
@@ -13,27 +10,26 @@ from __future__ import annotations
 
 import attrs
 from tianshou.algorithm import A2C as TianshouA2C
-from tianshou.algorithm.modelfree.reinforce import ProbabilisticActorPolicy
-from tianshou.algorithm.optim import OptimizerFactory
 
-from popmarl.interfaces.validators import at_least_one, layer_widths, non_negative, optional, positive, unit_interval
+from popmarl.api import at_least_one, layer_widths, non_negative, optional, positive, unit_interval
+from popmarl_torch.devices import device_validator
+
 from popmarl_tianshou.actor_critic import ActorCriticAlgorithm
-from popmarl_tianshou.device import device_validator
-from popmarl_tianshou.nets import ValueCritic
 
 
 @attrs.frozen(kw_only=True)
 class A2CConfig:
     """A2C. Each update takes ``epochs`` passes over the episodes just collected, in
     minibatches of ``batch_size`` transitions (``None``: one step on the whole batch).
-    ``log_std_init`` and ``deterministic_eval`` apply to Box actions only. ``device`` is
-    where the updates run (``auto``, ``cpu``, ``cuda``, ``cuda:N``), ``acting_device``
-    where the policies act (``cpu`` unless configured). ``auto`` is the CPU where torch
-    sees no GPU; where it sees one, the faster of the CPU and the GPU for this learner's
-    actor and critic, timed once by its trainer on a few gradient steps at its batch
-    (``batch_size``, or the first round's transitions; for ``acting_device``: forward
-    passes at the rollout's batch size), then logged, reported in the metrics and kept
-    in the trainer's state (see :mod:`popmarl_tianshou.device`)."""
+    ``log_std_init`` and ``deterministic_eval`` (play the mean when not exploring) apply
+    to Box actions only. ``device`` is where the updates run (``auto``, ``cpu``,
+    ``cuda``, ``cuda:N``), ``acting_device`` where the policies act (``cpu`` unless
+    configured). ``auto`` is the CPU where torch sees no GPU; where it sees one, the
+    faster of the CPU and the GPU for this learner's actor and critic, timed once by its
+    trainer on a few gradient steps at its batch (``batch_size``, or the first round's
+    transitions; for ``acting_device``: forward passes at the rollout's batch size), then
+    logged, reported in the metrics and kept in the trainer's state (see
+    :mod:`popmarl_torch.placement`)."""
 
     lr: float = attrs.field(default=1e-3, validator=positive)
     hidden: list[int] = attrs.field(factory=lambda: [128, 128], validator=layer_widths)
@@ -55,12 +51,6 @@ class A2C(ActorCriticAlgorithm):
     """A2C oracle: masked categorical or Gaussian actor, value critic."""
 
     trainer_kind = "a2c"
+    tianshou_class = TianshouA2C
     Config = A2CConfig
     config: A2CConfig
-
-    def tianshou_algorithm(self, *, policy: ProbabilisticActorPolicy, critic: ValueCritic,
-                           optim: OptimizerFactory) -> TianshouA2C:
-        c = self.config
-        return TianshouA2C(policy=policy, critic=critic, optim=optim, vf_coef=c.vf_coef, ent_coef=c.ent_coef,
-                           max_grad_norm=c.max_grad_norm, gae_lambda=c.gae_lambda, gamma=c.gamma,
-                           max_batchsize=4096)

@@ -9,9 +9,9 @@ newest weights collected, as Tianshou's ``update(buffer, batch_size, repeat)`` w
 
 from __future__ import annotations
 
-from abc import abstractmethod
+import logging
 from collections.abc import Callable, Mapping, Sequence
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -22,21 +22,21 @@ from tianshou.algorithm.optim import OptimizerFactory
 from tianshou.data import Batch
 from tianshou.utils.torch_utils import policy_within_training_step, torch_train_mode
 
-from popmarl.interfaces.algorithm import Algorithm, PolicySpace
-from popmarl.errors import CheckpointError
-from popmarl.interfaces.policy import Policy
-from popmarl.data.records import Episode
-from popmarl.interfaces.spaces import Discrete
-from popmarl.interfaces.trainer import Trainer, TrainerState
+from popmarl.api import (TRAINER_FILE, Algorithm, CheckpointError, Discrete, Episode, Policy, PolicySpace, Trainer,
+                         TrainerState, read_trainer_json, trainer_json)
+from popmarl_torch.auto import ACTING_ROWS
+from popmarl_torch.features import action_dim, feature_dim
+from popmarl_torch.nets import CategoricalActor, GaussianActor, ValueCritic
+from popmarl_torch.placement import DeviceCopies, OnDevice, Placement, TrainerDevices, move_policy
+from popmarl_torch.policies import CategoricalPolicy, GaussianPolicy, uniform_initial
+from popmarl_torch.seeding import seeded
+from popmarl_torch.state import load_module, module_bytes, random_state_from_json, random_state_json
+from popmarl_torch.threads import set_torch_threads
+from popmarl_torch.timing import acting_workload, shapes, update_workload
 
 from popmarl_tianshou.batching import gym_space, numpy_random, numpy_random_state, to_buffer, transitions
-from popmarl_tianshou.device import (ACTING_ROWS, DeviceCopies, OnDevice, Placement, TrainerDevices, acting_workload,
-                                     move_policy, shapes, update_workload)
-from popmarl_tianshou.nets import CategoricalActor, GaussianActor, ValueCritic, action_dim, feature_dim, seeded
 from popmarl_tianshou.optim import FusedAdamFactory
-from popmarl_tianshou.policy import CategoricalPolicy, GaussianPolicy, set_torch_threads, uniform_initial
-from popmarl_tianshou.state import (TRAINER, load_module, load_optimizer, module_bytes, optimizer_bytes,
-                                    random_state_from_json, random_state_json, read_trainer_json, trainer_json)
+from popmarl_tianshou.state import load_optimizer, optimizer_bytes
 
 
 ActorPolicy = CategoricalPolicy | GaussianPolicy
@@ -156,7 +156,7 @@ class OnPolicyTrainer(Trainer):
         algorithm = self.algorithm
         rms = algorithm.ret_rms
         return {
-            TRAINER: trainer_json(self.kind, gradient_steps=self.gradient_steps, random=random_state_json(self._rng["np"]),
+            TRAINER_FILE: trainer_json(self.kind, gradient_steps=self.gradient_steps, random=random_state_json(self._rng["np"]),
                                   ret_rms={"mean": float(rms.mean), "var": float(rms.var), "count": int(rms.count)},
                                   devices=self.devices.record()),
             CRITIC: module_bytes(algorithm.critic),
@@ -169,7 +169,7 @@ class OnPolicyTrainer(Trainer):
         try:
             rms = {key: float(data["ret_rms"][key]) for key in ("mean", "var", "count")}
         except (KeyError, TypeError, ValueError):
-            raise CheckpointError(f"trainer state {TRAINER}: ret_rms needs numbers mean, var, count") from None
+            raise CheckpointError(f"trainer state {TRAINER_FILE}: ret_rms needs numbers mean, var, count") from None
         self.devices.load(data.get("devices"))  # before the algorithm is built: no timing where recorded
         algorithm = self.algorithm
         load_module(state, CRITIC, algorithm.critic)
@@ -183,11 +183,10 @@ class OnPolicyTrainer(Trainer):
 class ActorCriticAlgorithm(OnDevice, Algorithm):
     """An actor-critic oracle; subclasses say which Tianshou update they use.
 
-    Their configs have at least ``lr``, ``hidden``, ``batch_size``, ``epochs``,
-    ``log_std_init``, ``deterministic_eval``, ``torch_threads``, ``device`` and
-    ``acting_device``.
+    Their configs have at least the settings of
+    :class:`~popmarl_tianshou.a2c.A2CConfig`.
 
-    On-policy (:attr:`~popmarl.interfaces.algorithm.Algorithm.on_policy`): Tianshou computes the
+    On-policy (:attr:`~popmarl.api.Algorithm.on_policy`): Tianshou computes the
     behaviour log-probabilities (PPO's "old" ones) and the advantages with the weights
     being updated, which is right only for episodes those weights played; so every
     backend feeds the trainer episodes of the learner's current version only (on
@@ -197,6 +196,8 @@ class ActorCriticAlgorithm(OnDevice, Algorithm):
     on_policy = True
     #: The Tianshou algorithm's name, tagging the trainer state (a PPO state is no A2C state).
     trainer_kind: ClassVar[str]
+    #: The Tianshou algorithm that updates the learner (A2C or a subclass).
+    tianshou_class: ClassVar[type[TianshouA2C]]
 
     def make_policy(self, *, space: PolicySpace, seed: int) -> ActorPolicy:
         c = self.config
@@ -220,7 +221,7 @@ class ActorCriticAlgorithm(OnDevice, Algorithm):
             return
         fresh = self.make_policy(space=policy.space, seed=seed)
         with torch.no_grad():
-            for target, source in zip(policy.actor.net[-1].parameters(), fresh.actor.net[-1].parameters(), strict=True):
+            for target, source in zip(policy.net[-1].parameters(), fresh.net[-1].parameters(), strict=True):
                 target.copy_(source)
             if isinstance(policy, GaussianPolicy) and isinstance(fresh, GaussianPolicy):
                 policy.actor.log_std.copy_(fresh.actor.log_std)
@@ -256,6 +257,7 @@ class ActorCriticAlgorithm(OnDevice, Algorithm):
             critic_like = ValueCritic(feature_dim(space.observation_space), c.hidden)
         devices = TrainerDevices(
             config=c, name=f"{self.trainer_kind} learner of population {space.population} (seed {seed})",
+            log=logging.getLogger("popmarl_tianshou"),
             signature=(self.trainer_kind, shapes(actor_policy.actor, critic_like)), forced=self.placement(),
             rows=c.batch_size or DEFAULT_ROWS, acting_rows=ACTING_ROWS,
             update=lambda rows: update_workload([actor_policy.actor, critic_like], rows, lr=c.lr),
@@ -263,7 +265,15 @@ class ActorCriticAlgorithm(OnDevice, Algorithm):
         return OnPolicyTrainer(policy=policy, build=build, devices=devices, kind=self.trainer_kind,
                                batch_size=c.batch_size, epochs=c.epochs, seed=seed)
 
-    @abstractmethod
     def tianshou_algorithm(self, *, policy: ProbabilisticActorPolicy, critic: ValueCritic,
                            optim: OptimizerFactory) -> TianshouA2C:
-        """The configured Tianshou algorithm (A2C or a subclass) that updates ``policy``."""
+        """The configured Tianshou algorithm (:attr:`tianshou_class`) that updates ``policy``:
+        A2C's settings, and those :meth:`tianshou_params` adds."""
+        c = self.config
+        return self.tianshou_class(policy=policy, critic=critic, optim=optim, vf_coef=c.vf_coef, ent_coef=c.ent_coef,
+                                   max_grad_norm=c.max_grad_norm, gae_lambda=c.gae_lambda, gamma=c.gamma,
+                                   max_batchsize=4096, **self.tianshou_params())
+
+    def tianshou_params(self) -> dict[str, Any]:
+        """The Tianshou algorithm's settings besides A2C's (none for A2C itself)."""
+        return {}

@@ -1,6 +1,6 @@
 """popmarl episodes to Tianshou batches and replay buffers.
 
-An :class:`~popmarl.data.records.Episode` holds one agent's decisions; its transition ``t``
+An :class:`~popmarl.api.Episode` holds one agent's decisions; its transition ``t``
 goes from ``obs[t]`` to ``obs[t+1]`` with the reward attributed to decision ``t``, and
 the last one ends the episode. With discrete actions each observation is stored as
 ``Batch(obs=features, mask=legal)``, the layout Tianshou's policies read masks from, so
@@ -24,11 +24,8 @@ import gymnasium as gym
 import numpy as np
 from tianshou.data import Batch, ReplayBuffer
 
-from popmarl.interfaces.algorithm import PolicySpace
-from popmarl.data.records import Episode, EpisodeBatch
-from popmarl.interfaces.spaces import Discrete, Space
-
-from popmarl_tianshou.nets import features
+from popmarl.api import Discrete, Episode, EpisodeBatch, PolicySpace, Space
+from popmarl_torch.features import features
 
 
 def _cache_tianshou_kernels() -> None:
@@ -58,7 +55,7 @@ def gym_space(space: Space) -> gym.Space:
 def transitions(episodes: Sequence[Episode], space: PolicySpace) -> Batch:
     """The episodes' transitions, episode after episode, as one flat Tianshou batch with
     ``obs``, ``act``, ``rew``, ``terminated``, ``truncated``, ``done`` and ``obs_next``
-    (a few numpy calls on an :class:`~popmarl.data.records.EpisodeBatch`; other sequences of
+    (a few numpy calls on an :class:`~popmarl.api.EpisodeBatch`; other sequences of
     episodes are gathered into one first)."""
     batch = EpisodeBatch.of(episodes)
     if not len(batch):

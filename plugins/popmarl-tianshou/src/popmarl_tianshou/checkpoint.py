@@ -14,8 +14,7 @@ from typing import TypeVar
 import numpy as np
 import torch
 
-from popmarl.errors import CheckpointError
-from popmarl.interfaces.policy import Policy
+from popmarl.api import CheckpointError, Policy
 
 FORMAT = 1
 P = TypeVar("P", bound=Policy)

@@ -4,12 +4,13 @@ The update is Tianshou 2.0's :class:`tianshou.algorithm.DQN` driven from a repla
 this trainer fills with the learner's episodes; the target's argmax (and, without
 double Q-learning, its max) runs over the next state's legal actions only. The policy
 is greedy over legal actions, so as a PSRO oracle it adds a deterministic best
-response, and it is an :class:`~popmarl.interfaces.policy.ExplicitPolicy` (exact evaluation,
+response, and it is an :class:`~popmarl.api.ExplicitPolicy` (exact evaluation,
 NashConv, tabular export work).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
@@ -21,25 +22,25 @@ from tianshou.algorithm.modelfree.dqn import DiscreteQLearningPolicy
 from tianshou.data import Batch, ReplayBuffer
 from tianshou.utils.torch_utils import policy_within_training_step, torch_train_mode
 
-from popmarl.interfaces.algorithm import Algorithm, PolicySpace
-from popmarl.interfaces.env_traits import EnvTraits
-from popmarl.errors import ConfigError
-from popmarl.interfaces.policy import Policy
-from popmarl.data.records import Episode
-from popmarl.interfaces.spaces import Discrete
-from popmarl.interfaces.trainer import Trainer, TrainerState
-from popmarl.interfaces.validators import at_least_one, layer_widths, non_negative, optional, positive, unit_interval
+from popmarl.api import (TRAINER_FILE, Algorithm, ConfigError, Discrete, EnvTraits, Episode, Policy, PolicySpace,
+                         Trainer, TrainerState, at_least_one, layer_widths, non_negative, npz_bytes, optional, positive,
+                         read_npz, read_trainer_json, trainer_json, unit_interval)
+from popmarl_torch.auto import ACTING_ROWS
+from popmarl_torch.devices import device_validator
+from popmarl_torch.features import feature_dim
+from popmarl_torch.mlp import inference
+from popmarl_torch.nets import QNet
+from popmarl_torch.placement import DeviceCopies, OnDevice, Placement, TrainerDevices, move_policy
+from popmarl_torch.policies import QPolicy, uniform_initial
+from popmarl_torch.seeding import seeded
+from popmarl_torch.state import load_module, module_bytes, random_state_from_json, random_state_json
+from popmarl_torch.threads import set_torch_threads
+from popmarl_torch.timing import acting_workload, shapes, update_workload
 
 from popmarl_tianshou.batching import append, gym_space, numpy_random, numpy_random_state, transitions
-from popmarl_tianshou.device import (ACTING_ROWS, DeviceCopies, OnDevice, Placement, TrainerDevices, acting_workload,
-                                     device_validator, move_policy, shapes, update_workload)
-from popmarl_tianshou.nets import QNet, feature_dim, inference, seeded
 from popmarl_tianshou.optim import FusedAdamFactory
-from popmarl_tianshou.policy import QPolicy, set_torch_threads, uniform_initial
 from popmarl_tianshou.replay import ReplayRound
-from popmarl_tianshou.state import (TRAINER, buffer_arrays, buffer_json, load_buffer, load_module, load_optimizer,
-                                    module_bytes, npz_bytes, optimizer_bytes, random_state_from_json,
-                                    random_state_json, read_npz, read_trainer_json, trainer_json)
+from popmarl_tianshou.state import buffer_arrays, buffer_json, load_buffer, load_optimizer, optimizer_bytes
 
 
 @attrs.frozen(kw_only=True)
@@ -57,7 +58,7 @@ class DQNConfig:
     GPU; where it sees one, the faster of the CPU and the GPU for this learner's
     Q-network, timed once by its trainer on a few gradient steps at ``batch_size`` (for
     ``acting_device``: forward passes at the rollout's batch size), then logged, reported
-    in the metrics and kept in the trainer's state (see :mod:`popmarl_tianshou.device`).
+    in the metrics and kept in the trainer's state (see :mod:`popmarl_torch.placement`).
     The defaults are tuned as PSRO oracles for Kuhn and Leduc poker (returns of a few
     chips, episodes of a few steps). ``lr``, ``gamma``, ``n_step`` and
     ``updates_per_step`` follow the env when left null (:meth:`DQN.env_defaults`): 3e-4,
@@ -98,7 +99,7 @@ class MaskedDQN(TianshouDQN):
         with legal actions ``mask`` (bool or 0/1; None: all), from the networks as they
         are now; to call under ``torch.no_grad()``."""
         # The networks' MLPs are called directly (no policy batches, no module calls:
-        # this runs every gradient step); ``nets.inference`` gives the same numbers.
+        # this runs every gradient step); ``inference`` gives the same numbers.
         online = cast(QNet, self.policy.model)
         lagged = None if self.model_old is None else cast(QNet, self.model_old.module)
         x = torch.as_tensor(obs_next, dtype=torch.float32, device=next(online.parameters()).device)
@@ -136,6 +137,7 @@ class DQNTrainer(Trainer):
         passes = 2 if config.double and config.target_update_freq else 1  # target and online next-state Q
         self.devices = TrainerDevices(
             config=config, name=f"dqn learner of population {policy.space.population} (seed {seed})",
+            log=logging.getLogger("popmarl_tianshou"),
             signature=("dqn", shapes(qnet), passes), forced=placement, rows=config.batch_size,
             acting_rows=ACTING_ROWS,
             update=lambda rows: update_workload([qnet], rows, lr=self.lr, no_grad_passes=passes),
@@ -220,7 +222,7 @@ class DQNTrainer(Trainer):
         replay buffer's filled rows, when it has any)."""
         algorithm = self.algorithm
         files = {
-            TRAINER: trainer_json(
+            TRAINER_FILE: trainer_json(
                 "dqn", decisions=self.decisions, gradient_steps=self.gradient_steps, owed=self._owed,
                 # Tianshou counts gradient steps itself to time the target sync.
                 target_iter=int(algorithm._iter), random=random_state_json(self._rng["np"]),
@@ -278,7 +280,7 @@ class DQN(OnDevice, Algorithm):
     #: training.opponent_epsilon says otherwise: Q-learning only learns the positions it
     #: meets, and deterministic opponents show it few (tic-tac-toe against random lost
     #: 12-24% of second-seat games without, 1.2% with). None in games with chance
-    #: (popmarl.interfaces.algorithm.opponent_exploration).
+    #: (the core's ``opponent_exploration``).
     opponent_epsilon = 0.3
     Config = DQNConfig
     config: DQNConfig
@@ -287,7 +289,7 @@ class DQN(OnDevice, Algorithm):
     @classmethod
     def env_defaults(cls, traits: EnvTraits | None) -> dict[str, Any]:
         """In a long turn-based game without chance
-        (:attr:`~popmarl.interfaces.env_traits.EnvTraits.long_deterministic`), whose reward comes only
+        (:attr:`~popmarl.api.EnvTraits.long_deterministic`), whose reward comes only
         after many moves: ``lr`` 3e-4, ``gamma`` 0.95, ``n_step`` 3 and ``updates_per_step``
         1/16 (16 gradient samples per decision at the default batch), the recipe of
         ``examples/psro_connect_four_dqn.yaml``, with which PSRO on connect four lost

@@ -1,17 +1,15 @@
-"""A trainer's state as named files in safe formats, and back.
+"""The Tianshou parts of a trainer's state as named files in safe formats, and back:
+an algorithm's optimisers and learning-rate schedulers (a torch file) and a replay
+buffer (its filled rows as ``.npz`` arrays, its fill and sampling generator as JSON).
 
-Torch files hold only tensors and plain containers (written with ``torch.save``, read
-with ``torch.load(..., weights_only=True)``), ``.npz`` files hold plain arrays (read with
-``allow_pickle=False``), JSON holds counters and random-generator states. Anything that
-does not read back, or does not fit the trainer it is loaded into, is a one-line
-:class:`~popmarl.errors.CheckpointError` naming the file.
+The torch files, module files and generator JSON are popmarl-torch's
+(:mod:`popmarl_torch.state`). Anything that does not read back, or does not fit the
+trainer it is loaded into, is a one-line :class:`~popmarl.api.CheckpointError` naming
+the file.
 """
 
 from __future__ import annotations
 
-import io
-import pickle
-import zipfile
 from collections.abc import Mapping
 from typing import Any, cast
 
@@ -20,77 +18,11 @@ import torch
 from tianshou.algorithm.algorithm_base import Algorithm as TianshouAlgorithm
 from tianshou.data import Batch, ReplayBuffer
 
-from popmarl.errors import CheckpointError
-from popmarl.interfaces.trainer import TrainerState
-from popmarl.interfaces.trainer_files import (TRAINER_FORMAT as FORMAT, TRAINER_FILE as TRAINER, first_line, json_bytes, npz_bytes, read_json, read_npz,
-                                   read_trainer_json, state_file, trainer_json)
+from popmarl.api import TRAINER_FILE, CheckpointError, TrainerState, first_line
+from popmarl_torch.state import random_state_from_json, random_state_json, read_torch, torch_bytes
 
 
-# -- torch files -----------------------------------------------------------------------------
-def torch_bytes(obj: Any) -> bytes:
-    """``obj`` (tensors in plain dicts and lists) as a torch file, every tensor on the
-    CPU (a trainer on a GPU writes the same portable files as one on the CPU)."""
-    out = io.BytesIO()
-    torch.save(_on_cpu(obj), out)
-    return out.getvalue()
-
-
-def _on_cpu(obj: Any) -> Any:
-    if isinstance(obj, torch.Tensor):
-        return obj.cpu()
-    if isinstance(obj, dict):
-        return {key: _on_cpu(value) for key, value in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(_on_cpu(value) for value in obj)
-    return obj
-
-
-def read_torch(state: TrainerState, name: str) -> Any:
-    """Torch file ``name`` of ``state``, read with ``weights_only=True`` (no code runs)."""
-    try:
-        return torch.load(io.BytesIO(state_file(state, name)), map_location="cpu", weights_only=True)
-    except (RuntimeError, EOFError, ValueError, pickle.UnpicklingError, zipfile.BadZipFile) as exc:
-        raise CheckpointError(f"trainer state {name}: not a readable torch file ({first_line(exc)})") from None
-
-
-def random_state_json(state: Any) -> dict[str, Any]:
-    """A ``numpy.random.get_state()`` tuple (Mersenne Twister) as JSON."""
-    name, keys, pos, has_gauss, gauss = state
-    return {"generator": str(name), "keys": np.asarray(keys, np.uint32).tolist(), "pos": int(pos),
-            "has_gauss": int(has_gauss), "gauss": float(gauss)}
-
-
-def random_state_from_json(data: Any, name: str) -> tuple[str, np.ndarray, int, int, float]:
-    """The inverse of :func:`random_state_json`, checked (``name`` says where it came from)."""
-    try:
-        keys = np.asarray(data["keys"], dtype=np.uint32)
-        state = (str(data["generator"]), keys, int(data["pos"]), int(data["has_gauss"]), float(data["gauss"]))
-        np.random.RandomState().set_state(state)
-    except (KeyError, TypeError, ValueError, OverflowError) as exc:
-        raise CheckpointError(f"trainer state {TRAINER}: {name} is not a numpy generator state ({first_line(exc)})") from None
-    return state
-
-
-# -- modules and optimisers -----------------------------------------------------------------
-def module_bytes(module: torch.nn.Module) -> bytes:
-    return torch_bytes({key: value.detach().clone() for key, value in module.state_dict().items()})
-
-
-def load_module(state: TrainerState, name: str, module: torch.nn.Module) -> None:
-    """Load torch file ``name`` into ``module``, which must have exactly its tensors."""
-    tensors = read_torch(state, name)
-    expected = module.state_dict()
-    if not isinstance(tensors, dict) or set(tensors) != set(expected):
-        got = sorted(tensors) if isinstance(tensors, dict) else type(tensors).__name__
-        raise CheckpointError(f"trainer state {name}: holds {got}, this trainer's network has {sorted(expected)}")
-    for key, value in expected.items():
-        if not isinstance(tensors[key], torch.Tensor) or tensors[key].shape != value.shape:
-            got = getattr(tensors[key], "shape", type(tensors[key]).__name__)
-            raise CheckpointError(f"trainer state {name}: {key} has shape {tuple(got)}, this trainer's network "
-                                  f"needs {tuple(value.shape)} (another config?)")
-    module.load_state_dict(tensors)
-
-
+# -- optimisers -----------------------------------------------------------------------------
 def _torch_optimizer(optim: TianshouAlgorithm.Optimizer) -> torch.optim.Optimizer:
     # Tianshou's wrapper forwards state_dict/load_state_dict but not the parameters,
     # which the shape check below needs.
@@ -161,12 +93,12 @@ def load_buffer(buffer: ReplayBuffer, meta: Mapping[str, Any], arrays: Mapping[s
         maxsize, size = int(meta["maxsize"]), int(meta["size"])
         insertion, last = int(meta["insertion"]), int(meta["last"])
     except (KeyError, TypeError, ValueError):
-        raise CheckpointError(f"trainer state {TRAINER}: buffer needs integer maxsize, size, insertion, last") from None
+        raise CheckpointError(f"trainer state {TRAINER_FILE}: buffer needs integer maxsize, size, insertion, last") from None
     if maxsize != buffer.maxsize:
-        raise CheckpointError(f"trainer state {TRAINER}: the replay buffer holds up to {maxsize} transitions, "
+        raise CheckpointError(f"trainer state {TRAINER_FILE}: the replay buffer holds up to {maxsize} transitions, "
                               f"this config's buffer_size is {buffer.maxsize}")
     if not (0 <= size <= maxsize and 0 <= insertion < maxsize and 0 <= last < maxsize):
-        raise CheckpointError(f"trainer state {TRAINER}: buffer size {size}, insertion {insertion}, last {last} "
+        raise CheckpointError(f"trainer state {TRAINER_FILE}: buffer size {size}, insertion {insertion}, last {last} "
                               f"do not fit a capacity of {maxsize}")
     if size and set(arrays) != set(widths):
         raise CheckpointError(f"trainer state {name}: holds {sorted(arrays)}, expected {sorted(widths)}")
@@ -191,7 +123,4 @@ def load_buffer(buffer: ReplayBuffer, meta: Mapping[str, Any], arrays: Mapping[s
     buffer._random_state.set_state(random)
 
 
-__all__ = ["FORMAT", "TRAINER", "buffer_arrays", "buffer_json", "json_bytes", "load_buffer", "load_module",
-           "load_optimizer", "module_bytes", "npz_bytes", "optimizer_bytes", "random_state_from_json",
-           "random_state_json", "read_json", "read_npz", "read_torch", "read_trainer_json", "torch_bytes",
-           "trainer_json"]
+__all__ = ["buffer_arrays", "buffer_json", "load_buffer", "load_optimizer", "optimizer_bytes"]

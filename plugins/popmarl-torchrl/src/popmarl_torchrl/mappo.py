@@ -17,7 +17,7 @@ decisions go to the first, its return ends at its last decision of a game (rows 
 a seat leaves are masked out of both losses: death masking), and a game cut off (a time
 limit) bootstraps from the critic's value of the state at the cut. One learner trains
 the whole team: a ``shared`` population's seats, or every population of a ``per_player``
-mapping (:attr:`~popmarl.interfaces.algorithm.Algorithm.trains_team`). Feed-forward networks only.
+mapping (:attr:`~popmarl.api.Algorithm.trains_team`). Feed-forward networks only.
 """
 
 from __future__ import annotations
@@ -36,18 +36,17 @@ from torchrl.modules.distributions import IndependentNormal, MaskedCategorical
 from torchrl.objectives.multiagent import MAPPOLoss
 from torchrl.objectives.value.functional import generalized_advantage_estimate
 
-from popmarl.interfaces.algorithm import Algorithm, PolicySpace, TrainerContext
-from popmarl.interfaces.env import Env
-from popmarl.errors import ConfigError
-from popmarl.interfaces.policy import Policy
-from popmarl.interfaces.spaces import Discrete
-from popmarl.interfaces.trainer import Trainer, TrainerState
-from popmarl.data.trajectories import JointEpisodes
-from popmarl.interfaces.validators import at_least_one, layer_widths, non_negative, optional, positive, unit_interval
+from popmarl.api import (TRAINER_FILE, Algorithm, ConfigError, Discrete, Env, JointEpisodes, Policy, PolicySpace,
+                         Trainer, TrainerContext, TrainerState, at_least_one, layer_widths, non_negative, optional,
+                         positive, read_trainer_json, trainer_json, unit_interval)
+from popmarl_torch.features import action_dim, feature_dim
+from popmarl_torch.mlp import ACTIVATIONS, mlp
+from popmarl_torch.nets import GaussianActor
+from popmarl_torch.policies import CategoricalPolicy, GaussianPolicy
+from popmarl_torch.seeding import seeded
+from popmarl_torch.state import load_modules, modules_bytes
+from popmarl_torch.threads import set_torch_threads
 
-from popmarl_torchrl.policy import (ACTIVATIONS, CategoricalPolicy, GaussianActor, GaussianPolicy, action_width, mlp, obs_dim,
-                                    seeded, set_torch_threads)
-from popmarl_torchrl.state import TRAINER, load_modules, modules_bytes, read_trainer_json, trainer_json
 from popmarl_torchrl.team import Team, TeamNet, space_error
 
 CRITIC_SHARING = ("shared", "per_agent")
@@ -124,14 +123,15 @@ class MAPPO(Algorithm):
         c = self.config
         set_torch_threads(c.torch_threads)
         ids = len(space.agents) if c.agent_id and len(space.agents) > 1 else 0
-        inputs, outputs = obs_dim(space.observation_space) + ids, action_width(space.action_space)
+        inputs, outputs = feature_dim(space.observation_space) + ids, action_dim(space.action_space)
         with seeded(seed):
             activation = ACTIVATIONS[c.activation]
             if isinstance(space.action_space, Discrete):
-                return CategoricalPolicy(space=space, actor=mlp(inputs, outputs, c.hidden, activation, out_gain=0.01),
-                                         agent_id=ids > 0)
-            actor = GaussianActor(inputs, outputs, c.hidden, c.log_std_init, activation)
-        return GaussianPolicy(space=space, actor=actor, agent_id=ids > 0, deterministic_eval=c.deterministic_eval)
+                actor = mlp(inputs, c.hidden, outputs, activation=activation, out_gain=0.01)
+                return CategoricalPolicy(space=space, actor=actor, agent_id=ids > 0, uniform_mark=False, grouped=False)
+            gaussian = GaussianActor(inputs, outputs, c.hidden, c.log_std_init, activation=activation, mean_key="mean")
+        return GaussianPolicy(space=space, actor=gaussian, agent_id=ids > 0, deterministic_eval=c.deterministic_eval,
+                              uniform_mark=False)
 
     def make_trainer(self, *, policy: Policy, space: PolicySpace, seed: int,
                      context: TrainerContext | None = None) -> MAPPOTrainer:
@@ -165,7 +165,7 @@ class _GaussianTeam(nn.Module):
         actors = {p: policy.modules["actor"] for p, policy in team.policies.items()}
         gaussians = {p: a for p, a in actors.items() if isinstance(a, GaussianActor)}
         assert len(gaussians) == len(actors)
-        self.means = TeamNet(team, {p: a.mean for p, a in gaussians.items()}, team.max_actions)
+        self.means = TeamNet(team, {p: a.mean_net for p, a in gaussians.items()}, team.max_actions)
         self.log_stds = nn.ParameterDict({p: a.log_std for p, a in gaussians.items()})
         self.order = [team.population_of[s] for s in team.seats]
 
@@ -360,7 +360,7 @@ class MAPPOTrainer(Trainer):
     def state(self) -> TrainerState:
         """``trainer.json`` (counters, the minibatch generator's state), ``trainer.pt``
         (the critic, the value normaliser and Adam's state)."""
-        return {TRAINER: trainer_json("mappo", updates=self.updates, gradient_steps=self.gradient_steps,
+        return {TRAINER_FILE: trainer_json("mappo", updates=self.updates, gradient_steps=self.gradient_steps,
                                       generator=self.generator.get_state().tolist()),
                 "trainer.pt": modules_bytes(self._modules())}
 

@@ -1,6 +1,6 @@
 """A team learner's seats, and the joint view as the ``[rows, seats, ...]`` tensors TorchRL reads.
 
-A trainer's team is the seats its learner plays (:attr:`popmarl.TrainerContext.own_seats`:
+A trainer's team is the seats its learner plays (:attr:`popmarl.api.TrainerContext.own_seats`:
 every seat of a ``shared`` population, or every member's seats of a ``per_player`` team),
 each played by its population's policy. Seats may differ in spaces (mpe2's speaker and
 listener): observations are zero-padded to the widest, discrete actions to the most
@@ -17,12 +17,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from popmarl.interfaces.algorithm import TrainerContext
-from popmarl.interfaces.policy import Policy
-from popmarl.interfaces.spaces import Box, Discrete
-from popmarl.data.trajectories import JointEpisodes
-
-from popmarl_torchrl.policy import TorchPolicy, action_width, obs_dim
+from popmarl.api import Box, Discrete, JointEpisodes, Policy, TrainerContext
+from popmarl_torch.features import action_dim, feature_dim
+from popmarl_torch.policies import TorchPolicy
 
 
 class Team:
@@ -41,15 +38,15 @@ class Team:
                 raise TypeError(f"population {population}: expected a popmarl_torchrl policy, got {type(policy).__name__}")
             self.policies[population] = policy
         self.population_of = {seat: population_of[seat] for seat in self.seats}
-        self.obs_dims = [obs_dim(context.seats[s][0]) for s in self.seats]
+        self.obs_dims = [feature_dim(context.seats[s][0]) for s in self.seats]
         action_spaces = [context.seats[s][1] for s in self.seats]
         self.discrete = all(isinstance(a, Discrete) for a in action_spaces)
-        self.action_widths = [action_width(a) for a in action_spaces]
+        self.action_widths = [action_dim(a) for a in action_spaces]
         self.max_obs, self.max_actions = max(self.obs_dims), max(self.action_widths)
         self.action_shape = () if self.discrete else action_spaces[0].shape
         self.has_state = context.state_space is not None
         self.state_dim = (int(np.prod(context.state_space.shape, dtype=int)) if context.state_space is not None
-                          else sum(obs_dim(obs) for obs, _ in context.seats.values()))
+                          else sum(feature_dim(obs) for obs, _ in context.seats.values()))
         #: Per population: its seats' positions in the team and their ids within the population.
         self.groups = {p: ([j for j, s in enumerate(self.seats) if population_of[s] == p],
                            [self.policies[p].seats.index(s) for s in self.seats if population_of[s] == p])

@@ -1,7 +1,7 @@
 """Algorithms ``vdn`` and ``qmix``: value decomposition for discrete cooperative teams.
 
 Every seat acts ε-greedily on its own Q network over its legal actions (the exported
-policies: :class:`~popmarl_torchrl.policy.QPolicy`; a ``shared`` population's seats share
+policies: :class:`~popmarl_torch.policies.QPolicy`; a ``shared`` population's seats share
 one network and read their one-hot ids). In training the seats' chosen Q-values are
 mixed into the team's: summed (``vdn``: TorchRL's :class:`~torchrl.modules.VDNMixer`) or
 by QMIX's monotonic hypernetwork conditioned on the global state (``qmix``:
@@ -32,21 +32,21 @@ from torch import nn
 from torchrl.modules import QMixer, VDNMixer
 from torchrl.objectives import QMixerLoss, SoftUpdate, ValueEstimators
 
-from popmarl.interfaces.algorithm import Algorithm, PolicySpace, TrainerContext
-from popmarl.interfaces.env import Env
-from popmarl.errors import CheckpointError, ConfigError
-from popmarl.interfaces.policy import Policy
-from popmarl.interfaces.spaces import Discrete
-from popmarl.interfaces.trainer import Trainer, TrainerState
-from popmarl.data.trajectories import JointEpisodes
-from popmarl.interfaces.validators import at_least_one, layer_widths, non_negative, optional, positive, unit_interval
+from popmarl.api import (TRAINER_FILE, Algorithm, CheckpointError, ConfigError, Discrete, Env, JointEpisodes, Policy,
+                         PolicySpace, Trainer, TrainerContext, TrainerState, at_least_one, layer_widths, non_negative,
+                         npz_bytes, optional, positive, read_npz, read_trainer_json, trainer_json, unit_interval)
+from popmarl_torch.features import feature_dim
+from popmarl_torch.mlp import mlp
+from popmarl_torch.policies import QPolicy
+from popmarl_torch.seeding import seeded
+from popmarl_torch.state import generator_from_json, generator_json, load_modules, modules_bytes
+from popmarl_torch.threads import set_torch_threads
 
-from popmarl_torchrl.policy import ILLEGAL, QPolicy, mlp, obs_dim, seeded, set_torch_threads
-from popmarl_torchrl.state import (TRAINER, generator_from_json, generator_json, load_modules, modules_bytes, npz_bytes,
-                                   read_npz, read_trainer_json, trainer_json)
 from popmarl_torchrl.team import Team, TeamNet
 
 LOSSES = ("l2", "smooth_l1", "l1")
+#: A large negative Q-value for illegal actions (finite: sums and gathers stay finite).
+ILLEGAL = -1e9
 
 
 @attrs.frozen(kw_only=True)
@@ -129,8 +129,8 @@ class ValueMixing(Algorithm):
         assert isinstance(space.action_space, Discrete)
         ids = len(space.agents) if c.agent_id and len(space.agents) > 1 else 0
         with seeded(seed):
-            qnet = mlp(obs_dim(space.observation_space) + ids, space.action_space.n, c.hidden, nn.ReLU)
-        return QPolicy(space=space, qnet=qnet, agent_id=ids > 0, eps=c.eps_start)
+            qnet = mlp(feature_dim(space.observation_space) + ids, c.hidden, space.action_space.n, activation=nn.ReLU)
+        return QPolicy(space=space, qnet=qnet, eps=c.eps_start, agent_id=ids > 0, uniform_mark=False, grouped=False)
 
     def make_trainer(self, *, policy: Policy, space: PolicySpace, seed: int,
                      context: TrainerContext | None = None) -> ValueMixingTrainer:
@@ -374,7 +374,7 @@ class ValueMixingTrainer(Trainer):
         """``trainer.json`` (counters, the sampling generator, the buffer's fill),
         ``trainer.pt`` (the loss module: the mixer and every target network; Adam's state)
         and ``buffer.npz`` (the replay buffer's rows)."""
-        return {TRAINER: trainer_json(self.kind, timesteps=self.timesteps, gradient_steps=self.gradient_steps,
+        return {TRAINER_FILE: trainer_json(self.kind, timesteps=self.timesteps, gradient_steps=self.gradient_steps,
                                       owed=self.owed, rng=generator_json(self.rng),
                                       buffer={"size": self.replay.size, "insertion": self.replay.insertion}),
                 "trainer.pt": modules_bytes({"loss": self.loss, "optim": self.optim}),
@@ -386,7 +386,7 @@ class ValueMixingTrainer(Trainer):
         try:
             size, insertion = int(data["buffer"]["size"]), int(data["buffer"]["insertion"])
         except (KeyError, TypeError, ValueError):
-            raise CheckpointError(f"trainer state {TRAINER}: buffer needs integer size and insertion") from None
+            raise CheckpointError(f"trainer state {TRAINER_FILE}: buffer needs integer size and insertion") from None
         self.replay.load(size, insertion, read_npz(state, "buffer.npz"), "buffer.npz")
         self.timesteps, self.gradient_steps = int(data["timesteps"]), int(data["gradient_steps"])
         self.owed = float(data["owed"])

@@ -1,19 +1,24 @@
 """popmarl policies around torch modules: batched, masked acting, weights as arrays.
 
 One forward per ``act`` call, under ``torch.no_grad``, numpy in and out; illegal actions
-get logit (or Q-value) -inf and are never chosen. Weights are the modules' state dicts
-as ``{"<module>.<parameter>": ndarray}`` copies (plus exploration state such as DQN's
-epsilon), so frozen policies are plain ``.npz`` files and the actor copy of a learner
-picks up the current exploration rate along with the parameters. A policy marked
-``uniform`` (PSRO's initial policy, see :func:`uniform_initial`) ignores its network and
-plays uniformly at random over the legal actions (or the Box); the mark travels with the
-weights as ``initial.uniform``.
+get logit (or Q-value) -inf and are never chosen. A policy reads each observation as
+flat features (:func:`~popmarl_torch.features.features`), plus, where it plays several
+seats and was made with ``agent_id``, the seat's one-hot id. Weights are the modules'
+state dicts as ``{"<module>.<parameter>": ndarray}`` copies (plus exploration state such
+as ε), so frozen policies are plain ``.npz`` files and the actor copy of a learner picks
+up the current exploration rate along with the parameters.
 
-Q-policies and categorical policies of one network layout (and observation space, and
-device) act together when the rollout engine asks (``Policy.group_key`` and
-``act_grouped``): one batched matrix product per layer over their stacked weights
-(:func:`~popmarl_tianshou.nets.stacked_inference`) instead of a forward per policy.
-Uniform policies act alone (they sample with the generator).
+A policy marked ``uniform`` (PSRO's initial policy, see :func:`uniform_initial`) ignores
+its network and plays uniformly at random over the legal actions (or the Box); where the
+policy was made with ``uniform_mark``, the mark travels with the weights as
+``initial.uniform``. Q-policies and categorical policies made with ``grouped`` act
+together with others of one network layout (and observation space, and device) when the
+rollout engine asks (``Policy.group_key`` and ``act_grouped``; see
+:mod:`popmarl_torch.grouped`). Uniform policies act alone (they sample with the generator).
+
+popmarl-tianshou makes its policies with the defaults; popmarl-torchrl with ``agent_id``
+as configured and neither ``uniform_mark`` nor ``grouped``: the weights its runs store
+hold no mark, and its policies act one at a time.
 """
 
 from __future__ import annotations
@@ -25,34 +30,36 @@ import numpy as np
 import torch
 from torch import nn
 
-from popmarl.interfaces.algorithm import PolicySpace
-from popmarl.interfaces.policy import ExplicitPolicy, Policy, epsilon_greedy, masked_uniform, sample_rows
-from popmarl.data.records import Observations, Weights
-from popmarl.interfaces.spaces import Box, Discrete
-
-from popmarl_tianshou.nets import (CategoricalActor, GaussianActor, MLPParams, Net, QNet, features, mask_logits,
-                                  mlp_layout, mlp_params, stacked_inference)
-
-CPU = torch.device("cpu")
-
-
-def set_torch_threads(threads: int) -> None:
-    """Use ``threads`` intra-op threads (small networks are fastest on one; rollout
-    workers share the machine's cores)."""
-    if torch.get_num_threads() != threads:
-        torch.set_num_threads(threads)
-
+from popmarl.api import (Box, Discrete, ExplicitPolicy, Observations, Policy, PolicySpace, Weights, epsilon_greedy,
+                         masked_uniform, sample_rows)
+from popmarl_torch.devices import CPU
+from popmarl_torch.features import features, with_ids
+from popmarl_torch.grouped import split_rows, stacked_outputs
+from popmarl_torch.mlp import MLPParams, mlp_layout, mlp_params
+from popmarl_torch.nets import CategoricalActor, GaussianActor, Net, QNet, mask_logits
 
 #: The weights entry that marks a policy as uniformly random.
 UNIFORM_KEY = "initial.uniform"
 
 
 class TorchPolicy(Policy):
-    """A policy whose parameters are named torch modules."""
+    """A policy whose parameters are named torch modules (``modules``) and whose output
+    comes from the MLP ``net``: its logits, Q-values or Gaussian mean.
 
-    def __init__(self, *, space: PolicySpace, modules: Mapping[str, nn.Module]) -> None:
+    ``agent_id``: the network also reads the seat's one-hot id (a population of several
+    seats). ``uniform_mark``: the weights carry the ``uniform`` mark
+    (:data:`UNIFORM_KEY`). ``grouped``: the policy acts together with others of its
+    network layout where its class supports it."""
+
+    def __init__(self, *, space: PolicySpace, modules: Mapping[str, nn.Module], net: nn.Sequential,
+                 agent_id: bool = False, uniform_mark: bool = True, grouped: bool = True) -> None:
         self.space = space
         self.modules = dict(modules)
+        self.net = net
+        self.seats = space.agents
+        self.n_ids = len(space.agents) if agent_id else 1
+        self.uniform_mark = uniform_mark
+        self.grouped = grouped
         self.uniform = False
         self._first = next(iter(self.modules.values()))
         self._params: tuple[nn.Sequential, MLPParams] | None = None
@@ -60,15 +67,21 @@ class TorchPolicy(Policy):
     @property
     def device(self) -> torch.device:
         """Where the policy acts: its modules' device (``acting_device``), as its network
-        tracks it (:class:`~popmarl_tianshou.nets.Net`; this is on the acting path)."""
+        tracks it (:class:`~popmarl_torch.nets.Net`; this is on the acting path)."""
         first = self._first
         if isinstance(first, Net):
             return first.input_device or CPU
         return next(first.parameters()).device
 
-    def features(self, batch: Observations) -> torch.Tensor:
-        """The batch's observations as a ``[B, D]`` float tensor on the policy's device."""
+    def inputs(self, batch: Observations) -> torch.Tensor:
+        """The batch as the network's ``[B, D]`` float input on the policy's device (with
+        the seat's id where the network reads one)."""
         x = torch.from_numpy(np.ascontiguousarray(features(self.space.observation_space, batch.obs)))
+        if self.n_ids > 1:
+            if batch.agent not in self.seats:
+                raise ValueError(f"policy of population {self.space.population}: reads its seat's id, and the "
+                                 f"batch's agent {batch.agent!r} is none of {', '.join(self.seats)}")
+            x = with_ids(x, self.seats.index(batch.agent), self.n_ids)
         return x if self.device.type == "cpu" else x.to(self.device)
 
     def mask(self, batch: Observations) -> torch.Tensor | None:
@@ -77,17 +90,16 @@ class TorchPolicy(Policy):
             return None
         return torch.as_tensor(np.asarray(batch.mask), dtype=torch.bool, device=self.device)
 
-    def mlp_group_key(self, net: nn.Sequential) -> Hashable | None:
-        """The group key of a policy that acts through the :func:`~popmarl_tianshou.nets.mlp`
-        ``net``: its class, observation space, device and network layout (None when
-        uniform, or for a network :func:`~popmarl_tianshou.nets.stacked_inference` cannot
-        run)."""
-        layout = None if self.uniform else mlp_layout(net)
+    def mlp_group_key(self) -> Hashable | None:
+        """The group key of a policy that acts through its :attr:`net`: its class,
+        observation space, device and network layout (None when not ``grouped``, when
+        uniform, or for a network :func:`~popmarl_torch.mlp.stacked_inference` cannot run)."""
+        layout = None if self.uniform or not self.grouped else mlp_layout(self.net)
         return None if layout is None else (type(self), self.space.observation_space, self.device, layout)
 
     def mlp_params(self, net: nn.Sequential) -> MLPParams:
-        """:func:`~popmarl_tianshou.nets.mlp_params` of ``net``, looked up once (they are
-        the module's own tensors, which :meth:`set_weights` and training update in place)."""
+        """:func:`~popmarl_torch.mlp.mlp_params` of ``net``, looked up once (they are the
+        module's own tensors, which :meth:`set_weights` and training update in place)."""
         if self._params is None or self._params[0] is not net:
             self._params = (net, mlp_params(net))
         return self._params[1]
@@ -106,7 +118,8 @@ class TorchPolicy(Policy):
             for key, value in module.state_dict().items()
         }
         weights.update(self.extra_weights())
-        weights[UNIFORM_KEY] = np.array(self.uniform)
+        if self.uniform_mark:
+            weights[UNIFORM_KEY] = np.array(self.uniform)
         return weights
 
     def set_weights(self, weights: Weights) -> None:
@@ -115,51 +128,11 @@ class TorchPolicy(Policy):
             state = {k[len(prefix):]: torch.as_tensor(np.asarray(v)) for k, v in weights.items() if k.startswith(prefix)}
             module.load_state_dict(state)
         self.load_extra_weights(weights)
-        self.uniform = bool(weights.get(UNIFORM_KEY, False))
+        if self.uniform_mark:
+            self.uniform = bool(weights.get(UNIFORM_KEY, False))
 
 
 TorchPolicyT = TypeVar("TorchPolicyT", bound=TorchPolicy)
-
-
-def stacked_outputs(policies: Sequence[TorchPolicy], nets: Sequence[nn.Sequential],
-                    batches: Sequence[Observations]) -> np.ndarray:
-    """The outputs of ``nets[k]`` (policy ``k``'s MLP; one group key) on ``batches[k]``,
-    -inf on illegal actions, as one ``[sum of rows, out]`` float32 array in batch order:
-    each policy's rows padded to the largest batch, one batched product per layer."""
-    counts = [len(b) for b in batches]
-    k, width = len(nets), max(counts)
-    first = policies[0]
-    x = np.ascontiguousarray(features(first.space.observation_space, np.concatenate([b.obs for b in batches])))
-    rows = None
-    if any(n != width for n in counts):
-        # Row r of policy j sits at j * width + r of the padded rows.
-        starts = np.cumsum(counts) - counts
-        rows = np.arange(len(x)) + np.repeat(np.arange(k) * width - starts, counts)
-        padded = np.zeros((k * width, x.shape[1]), dtype=x.dtype)
-        padded[rows] = x
-        x = padded
-    inputs = torch.from_numpy(x).view(k, width, -1)
-    if first.device.type != "cpu":
-        inputs = inputs.to(first.device)
-    params = [policy.mlp_params(net) for policy, net in zip(policies, nets)]
-    with torch.no_grad():
-        out = stacked_inference(params, inputs).flatten(0, 1).cpu().numpy()
-    if rows is not None:
-        out = out[rows]
-    if any(b.mask is not None for b in batches):
-        legal = np.concatenate([np.ones((n, out.shape[1]), bool) if b.mask is None else np.asarray(b.mask, dtype=bool)
-                                for b, n in zip(batches, counts)])
-        out[~legal] = -np.inf
-    return out
-
-
-def _split(rows: np.ndarray, batches: Sequence[Observations]) -> list[np.ndarray]:
-    """``rows`` (one per row of the concatenated batches) cut back into one array per batch."""
-    out, start = [], 0
-    for batch in batches:
-        out.append(rows[start:start + len(batch)])
-        start += len(batch)
-    return out
 
 
 def uniform_initial(policy: TorchPolicyT) -> TorchPolicyT:
@@ -168,12 +141,20 @@ def uniform_initial(policy: TorchPolicyT) -> TorchPolicyT:
     return policy
 
 
+def _mlp_of(module: QNet | CategoricalActor | nn.Sequential) -> nn.Sequential:
+    """The MLP a network computes its output with (a bare :func:`~popmarl_torch.mlp.mlp`: itself)."""
+    return module if isinstance(module, nn.Sequential) else module.net
+
+
 class QPolicy(TorchPolicy, ExplicitPolicy):
     """Greedy over the legal actions' Q-values; ε-greedy (uniform over the legal
-    actions with probability ``eps``) when exploring."""
+    actions with probability ``eps``, which travels with the weights) when exploring.
+    ``qnet``: a :class:`~popmarl_torch.nets.QNet` or a bare MLP (weights ``q.0.weight``...)."""
 
-    def __init__(self, *, space: PolicySpace, qnet: QNet, eps: float = 0.0) -> None:
-        super().__init__(space=space, modules={"q": qnet})
+    def __init__(self, *, space: PolicySpace, qnet: QNet | nn.Sequential, eps: float = 0.0, agent_id: bool = False,
+                 uniform_mark: bool = True, grouped: bool = True) -> None:
+        super().__init__(space=space, modules={"q": qnet}, net=_mlp_of(qnet), agent_id=agent_id,
+                         uniform_mark=uniform_mark, grouped=grouped)
         assert isinstance(space.action_space, Discrete)
         self.n_actions = space.action_space.n
         self.qnet = qnet
@@ -182,7 +163,7 @@ class QPolicy(TorchPolicy, ExplicitPolicy):
     def q_values(self, batch: Observations) -> np.ndarray:
         """``[B, n_actions]`` Q-values, -inf on illegal actions."""
         with torch.no_grad():
-            q = self.qnet(self.features(batch))[0]
+            q = self.net(self.inputs(batch))
             return mask_logits(q, self.mask(batch)).cpu().numpy()
 
     def probabilities(self, batch: Observations) -> np.ndarray:
@@ -191,7 +172,7 @@ class QPolicy(TorchPolicy, ExplicitPolicy):
         return np.eye(self.n_actions)[self.q_values(batch).argmax(axis=1)]
 
     def group_key(self) -> Hashable | None:
-        return self.mlp_group_key(self.qnet.net)
+        return self.mlp_group_key()
 
     @classmethod
     def act_grouped(cls, policies: Sequence[Policy], batches: Sequence[Observations], *,
@@ -201,8 +182,8 @@ class QPolicy(TorchPolicy, ExplicitPolicy):
         if len(policies) < 2 or not any(len(b) for b in batches):
             return super().act_grouped(policies, batches, rng=rng)
         members = [cast(QPolicy, p) for p in policies]
-        q = stacked_outputs(members, [p.qnet.net for p in members], batches)
-        return _split(q.argmax(axis=1), batches)
+        q = stacked_outputs(members, [p.net for p in members], batches)
+        return split_rows(q.argmax(axis=1), batches)
 
     def act(self, batch: Observations, *, explore: bool, rng: np.random.Generator) -> np.ndarray:
         if self.uniform:
@@ -222,10 +203,13 @@ class QPolicy(TorchPolicy, ExplicitPolicy):
 
 class CategoricalPolicy(TorchPolicy, ExplicitPolicy):
     """Samples the actor's softmax over the legal actions (exploring or not: the
-    stochastic policy is both what trains and what is evaluated)."""
+    stochastic policy is both what trains and what is evaluated). ``actor``: a
+    :class:`~popmarl_torch.nets.CategoricalActor` or a bare MLP of logits."""
 
-    def __init__(self, *, space: PolicySpace, actor: CategoricalActor) -> None:
-        super().__init__(space=space, modules={"actor": actor})
+    def __init__(self, *, space: PolicySpace, actor: CategoricalActor | nn.Sequential, agent_id: bool = False,
+                 uniform_mark: bool = True, grouped: bool = True) -> None:
+        super().__init__(space=space, modules={"actor": actor}, net=_mlp_of(actor), agent_id=agent_id,
+                         uniform_mark=uniform_mark, grouped=grouped)
         assert isinstance(space.action_space, Discrete)
         self.actor = actor
         self.n_actions = space.action_space.n
@@ -234,25 +218,25 @@ class CategoricalPolicy(TorchPolicy, ExplicitPolicy):
         if self.uniform:
             return masked_uniform(batch.mask, len(batch), self.n_actions)
         with torch.no_grad():
-            logits = self.actor(self.features(batch))[0]
+            logits = self.net(self.inputs(batch))
             probs = torch.softmax(mask_logits(logits, self.mask(batch)).double(), dim=1).cpu().numpy()
         return probs / probs.sum(axis=1, keepdims=True)
 
     def group_key(self) -> Hashable | None:
-        return self.mlp_group_key(self.actor.net)
+        return self.mlp_group_key()
 
     @classmethod
     def act_grouped(cls, policies: Sequence[Policy], batches: Sequence[Observations], *,
                     rng: np.random.Generator) -> list[np.ndarray]:
         """Each policy's samples: the logits of one batched forward, then one
-        :func:`~popmarl.interfaces.policy.sample_rows` over every row in batch order (the uniforms
-        the policies' own calls would draw, in that order)."""
+        :func:`~popmarl.api.sample_rows` over every row in batch order (the uniforms the
+        policies' own calls would draw, in that order)."""
         if len(policies) < 2 or not any(len(b) for b in batches):
             return super().act_grouped(policies, batches, rng=rng)
         members = [cast(CategoricalPolicy, p) for p in policies]
-        logits = torch.from_numpy(stacked_outputs(members, [p.actor.net for p in members], batches))
+        logits = torch.from_numpy(stacked_outputs(members, [p.net for p in members], batches))
         probs = torch.softmax(logits.double(), dim=1).numpy()
-        return _split(sample_rows(probs / probs.sum(axis=1, keepdims=True), rng), batches)
+        return split_rows(sample_rows(probs / probs.sum(axis=1, keepdims=True), rng), batches)
 
 
 class GaussianPolicy(TorchPolicy):
@@ -261,13 +245,15 @@ class GaussianPolicy(TorchPolicy):
 
     ``act`` returns the Gaussian's own sample, which may lie past the Box's bounds: the
     rollout clips what the env receives, entry by entry, and the learner's episodes
-    record (and PPO/A2C train on) the unclipped sample, the action whose
+    record (and the learners train on) the unclipped sample, the action whose
     log-probability the policy gives. Clipping is part of the environment here, as in
     Tianshou's own collectors.
     """
 
-    def __init__(self, *, space: PolicySpace, actor: GaussianActor, deterministic_eval: bool = False) -> None:
-        super().__init__(space=space, modules={"actor": actor})
+    def __init__(self, *, space: PolicySpace, actor: GaussianActor, deterministic_eval: bool = False,
+                 agent_id: bool = False, uniform_mark: bool = True) -> None:
+        super().__init__(space=space, modules={"actor": actor}, net=actor.mean_net, agent_id=agent_id,
+                         uniform_mark=uniform_mark, grouped=False)
         assert isinstance(space.action_space, Box)
         self.box = space.action_space
         self.actor = actor
@@ -277,7 +263,10 @@ class GaussianPolicy(TorchPolicy):
         if self.uniform:
             return self.box.sample(rng, n=len(batch))
         with torch.no_grad():
-            loc_t, scale_t = self.actor(self.features(batch))[0]
+            loc_t, scale_t = self.actor(self.inputs(batch))[0]
         loc, scale = loc_t.cpu().numpy(), scale_t.cpu().numpy()
         action = loc if (self.deterministic_eval and not explore) else loc + scale * rng.standard_normal(loc.shape)
         return action.reshape(len(batch), *self.box.shape).astype(self.box.dtype)
+
+
+__all__ = ["UNIFORM_KEY", "CategoricalPolicy", "GaussianPolicy", "QPolicy", "TorchPolicy", "uniform_initial"]
