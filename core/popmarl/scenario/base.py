@@ -7,14 +7,33 @@ import logging
 import time
 from abc import abstractmethod
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
+
+import attrs
 
 from popmarl.config.schema import StoppingConfig
-from popmarl.data.records import LearnerState
+from popmarl.data.learners import LearnerState
+from popmarl.data.policies import Weights
 from popmarl.errors import Terminated
 from popmarl.interfaces.scenario import RunContext, Scenario
 
 log = logging.getLogger("popmarl")
+
+
+@attrs.define(kw_only=True)
+class IterationState:
+    """What the state of every iterative scenario holds (each adds its own): the iterations
+    done, their metrics lines, the env steps and wall time so far, and the learners' states
+    after the last iteration (restored on resume)."""
+
+    iteration: int
+    history: list[dict[str, Any]]
+    env_steps: int = 0
+    wall_time_s: float = 0.0
+    learners: dict[str, LearnerState] = attrs.field(factory=dict)
+
+
+S = TypeVar("S", bound=IterationState)
 
 
 class IterativeScenario(Scenario):
@@ -80,6 +99,15 @@ class IterativeScenario(Scenario):
             "exploitability": None, "env_steps": 0, "wall_time_s": self.elapsed(),
         }
 
+    def summary_with(self, state: S | None, status: str, reason: str,
+                     details: Callable[[S], Mapping[str, Any]]) -> dict[str, Any]:
+        """``summary.json`` as :meth:`base_summary` has it and, given a state, with its
+        iterations and env steps and the scenario's ``details`` of it."""
+        summary = self.base_summary(status, reason)
+        if state is not None:
+            summary.update({"iterations": state.iteration, "env_steps": state.env_steps, **details(state)})
+        return summary
+
     def commit(self, saved: Mapping[str, Any], arrays: Mapping[str, Any], history: list[dict[str, Any]],
                after: Callable[[], None] | None = None, learners: Mapping[str, LearnerState] | None = None) -> None:
         """Checkpoint (``saved["iteration"]`` decides whether the last history line is
@@ -90,6 +118,41 @@ class IterativeScenario(Scenario):
         if after is not None:
             after()
         self.ctx.hooks.checkpoint(self.ctx.info, str(path))
+
+    def loop_until_stopped(self, state: S, iterate: Callable[[S], None]) -> tuple[str, str]:
+        """Run ``iterate`` (one iteration) until :meth:`stop_reason` gives the run's
+        ``(status, reason)``, and return that."""
+        while (stop := self.stop_reason(state.iteration, state.history)) is None:
+            iterate(state)
+        return stop
+
+    def end_iteration(self, state: S, metrics: dict[str, Any], commit: Callable[[S], None]) -> None:
+        """Close iteration ``state.iteration``: its metrics line joins the history, the
+        state takes the run's wall time and ``commit`` checkpoints it; only then does the
+        line go to ``metrics.jsonl`` and the ``iteration_end`` hooks (a resume drops what
+        an interrupted iteration wrote past its checkpoint)."""
+        state.history.append(metrics)
+        state.wall_time_s = self.elapsed()
+        commit(state)
+        self.ctx.run_dir.append_metrics(metrics)
+        self.ctx.hooks.iteration_end(self.ctx.info, state.iteration, metrics)
+
+    def publish(self, pid: str, weights: Weights, *, announce: bool = True) -> None:
+        """Put policy ``pid`` on the backend; ``announce``: a policy new to the run, also
+        saved to the run directory and announced to the ``policy_added`` hooks (not one
+        restored from a checkpoint, nor a copy the run keeps for the backend only)."""
+        ctx = self.ctx
+        ctx.backend.add_policy(pid, weights)
+        if announce:
+            ctx.run_dir.save_policy(pid, weights)
+            ctx.hooks.policy_added(ctx.info, pid.rsplit("/", 1)[0], pid)
+
+    def resumed(self, saved: Mapping[str, Any]) -> dict[str, Any]:
+        """Continue from a checkpoint's ``saved`` state (:meth:`resume_history`) and return
+        the :class:`IterationState` fields it holds, with the learners' states read back."""
+        self.resume_history(saved)
+        return {"iteration": int(saved["iteration"]), "history": saved["history"], "env_steps": int(saved["env_steps"]),
+                "wall_time_s": float(saved["wall_time_s"]), "learners": self.ctx.run_dir.load_learners(saved)}
 
     def resume_history(self, saved: Mapping[str, Any]) -> None:
         """Drop whatever an interrupted iteration left past the checkpoint, and carry the

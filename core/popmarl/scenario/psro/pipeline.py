@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from popmarl.gametheory.payoffs import PayoffTable
-from popmarl.data.records import Opponents
+from popmarl.data.tasks import Opponents
 
 
 def active_keys(population: str, frozen: int, levels: int) -> list[str]:
