@@ -38,7 +38,8 @@ import torch
 import popmarl
 from popmarl.interfaces.policy import ActingAlone, Policy
 from popmarl.data.population import AgentMapping
-from popmarl.engine.rollout import OpponentDraw, RolloutWorker, Seating
+from popmarl.engine.rollout import RolloutWorker
+from popmarl.engine.seating import OpponentDraw, Seating
 from popmarl.runs.runner import policy_spaces
 
 GAME = "leduc_poker"

@@ -154,7 +154,9 @@ def popmarl_train(setting: Setting, steps: int, profile: bool) -> dict[str, Any]
     from popmarl.config.schema import population_algorithms
     from popmarl.engine.executor import Executor
     from popmarl.data.population import AgentMapping, policy_id
-    from popmarl.data.records import LearnerSpec, Opponents, PolicySpec, TrainTask
+    from popmarl.data.learners import LearnerSpec
+    from popmarl.data.policies import PolicySpec
+    from popmarl.data.tasks import Opponents, TrainTask
     from popmarl.runs.runner import build, build_algorithms, policy_spaces
 
     config = setting.config()
@@ -386,7 +388,8 @@ def torch_floor(setting: Setting, row: Mapping[str, Any], repeats: int = 200) ->
 
     from popmarl.data.population import AgentMapping
     from popmarl.runs.runner import build, policy_spaces
-    from popmarl_tianshou.nets import CategoricalActor, QNet, ValueCritic, feature_dim
+    from popmarl_torch.features import feature_dim
+    from popmarl_torch.nets import CategoricalActor, QNet, ValueCritic
 
     config = setting.config()
     env = build("envs", config.env, "env.params")

@@ -44,7 +44,7 @@ from popmarl.plugins import registries
 from popmarl.interfaces.backend import Backend, Components, RunSetup
 from popmarl.builtin.local_backend import LocalBackend
 from popmarl.data.population import AgentMapping, policy_id
-from popmarl.data.records import EvalTask
+from popmarl.data.tasks import EvalTask
 from popmarl.runs.runner import policy_spaces
 
 

@@ -16,7 +16,8 @@ import torch
 import popmarl
 from popmarl.interfaces.algorithm import PolicySpace
 from popmarl.builtin.random_policy import UniformRandomPolicy
-from popmarl.engine.rollout import OpponentDraw, RolloutWorker, Seating
+from popmarl.engine.rollout import RolloutWorker
+from popmarl.engine.seating import OpponentDraw, Seating
 
 
 def main() -> None:

@@ -88,6 +88,6 @@ def readme_blocks(text: str | None = None) -> list[ReadmeBlock]:
 
 def short(config: dict[str, Any]) -> dict[str, Any]:
     """``config`` with :data:`SHORT_OVERRIDES` applied."""
-    from popmarl.config.schema import apply_overrides
+    from popmarl.config.loading import apply_overrides
 
     return apply_overrides(config, SHORT_OVERRIDES)

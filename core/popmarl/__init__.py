@@ -42,6 +42,7 @@ envs: Registry
 solvers: Registry
 backends: Registry
 trackers: Registry
+ratings: Registry
 
 
 def _api_names() -> list[str]:
@@ -84,7 +85,7 @@ def load_config(path: str, overrides: list[str] | tuple[str, ...] = (), *,
     """Read and validate a YAML run config (see DESIGN §5). Component names are looked
     up in ``registries`` (a :class:`Registries`, or ``{kind: Registry}`` for the kinds
     that differ from ``popmarl.<kind>``, e.g. ``{"solvers": popmarl.solvers.with_component(...)}``)."""
-    from popmarl.config.schema import load_config as _load
+    from popmarl.config.loading import load_config as _load
 
     return _load(path, overrides, registries=registries)
 

@@ -12,12 +12,11 @@ import pytest
 import popmarl
 from popmarl.builtin.exact_matrix_br import ExactMatrixBR
 from popmarl.builtin.local_backend import LocalBackend
-from popmarl.data.records import (
+from popmarl.data.learners import LearnerInit, LearnerSpec
+from popmarl.data.policies import PolicySpec
+from popmarl.data.tasks import (
     BestResponseResult,
     BestResponseTask,
-    LearnerInit,
-    LearnerSpec,
-    PolicySpec,
     TrainResult,
     TrainTask,
 )

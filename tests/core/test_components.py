@@ -20,6 +20,7 @@ CORE_COMPONENTS = [
 BASES = {
     "scenarios": popmarl.Scenario, "algorithms": popmarl.Algorithm, "envs": popmarl.Env,
     "solvers": popmarl.MetaSolver, "backends": popmarl.Backend, "trackers": popmarl.Tracker,
+    "ratings": popmarl.Rating,
 }
 
 

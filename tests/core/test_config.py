@@ -9,7 +9,8 @@ import pytest
 import yaml
 
 import popmarl
-from popmarl.config.schema import RunConfig, apply_overrides, dump, validate
+from popmarl.config.loading import apply_overrides
+from popmarl.config.schema import RunConfig, dump, validate
 from popmarl.errors import ConfigError
 
 BASE = {"env": {"name": "matrix", "params": {"game": "rps"}}, "algorithm": "exact_matrix_br"}

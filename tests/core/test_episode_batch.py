@@ -1,4 +1,4 @@
-"""Episodes recorded column-wise (:class:`popmarl.data.records.EpisodeBatch`): what the
+"""Episodes recorded column-wise (:class:`popmarl.data.episodes.EpisodeBatch`): what the
 rollout engine hands a learner, row for row, and opponents drawn by cumulative
 probabilities."""
 
@@ -11,8 +11,9 @@ import pytest
 
 from popmarl.interfaces.env import Env, Step, VectorEnv
 from popmarl.interfaces.policy import Policy
-from popmarl.data.records import Episode, EpisodeBatch, Observations
-from popmarl.engine.rollout import OpponentDraw, RolloutWorker, Seating
+from popmarl.data.episodes import Episode, EpisodeBatch, Observations
+from popmarl.engine.rollout import RolloutWorker
+from popmarl.engine.seating import OpponentDraw, Seating
 from popmarl.interfaces.spaces import Box, Discrete
 
 

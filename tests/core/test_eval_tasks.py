@@ -16,7 +16,7 @@ from popmarl.builtin.local_backend import LocalBackend
 from popmarl.builtin.matrix_env import MatrixEnv
 from popmarl.data.outcomes import outcome_counts, outcome_signs
 from popmarl.data.population import AgentMapping
-from popmarl.data.records import EvalTask, JointOpponents, Opponents
+from popmarl.data.tasks import EvalTask, JointOpponents, Opponents
 from popmarl.runs.runner import policy_spaces
 
 #: Rock, paper, scissors, and the uniform mixture of the three (policy ids ``player_k/a``).

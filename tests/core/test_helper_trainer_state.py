@@ -10,7 +10,7 @@ from test_marl_scenario import ReinforceAlgorithm
 
 from popmarl.interfaces.algorithm import PolicySpace
 from popmarl.errors import CheckpointError
-from popmarl.data.records import Episode
+from popmarl.data.episodes import Episode
 from popmarl.interfaces.spaces import Box, Discrete
 
 SPACE = PolicySpace(population="p", agents=("a",), observation_space=Box(shape=(1,), low=1.0, high=1.0),

@@ -16,7 +16,7 @@ from popmarl.builtin.console_tracker import ConsoleTracker
 from popmarl.builtin.jsonl_tracker import JsonlTracker
 from popmarl.errors import PluginError
 from popmarl.plugins.hooks import PLUGIN_GROUP, Hooks, make_plugin_manager
-from popmarl.data.records import RunInfo
+from popmarl.data.run import RunInfo
 from popmarl.plugins.registry import STRICT_ENV, PluginWarning
 from popmarl.interfaces.tracker import Tracker
 

@@ -21,14 +21,12 @@ from popmarl.errors import CheckpointError
 from popmarl.engine.executor import Executor
 from popmarl.engine.learners import LearnerError
 from popmarl.data.population import AgentMapping
-from popmarl.data.records import (
-    Episode,
+from popmarl.data.episodes import Episode
+from popmarl.data.learners import LearnerInit, LearnerSpec, LearnerState
+from popmarl.data.policies import PolicySpec
+from popmarl.data.tasks import (
     JointOpponents,
-    LearnerInit,
-    LearnerSpec,
-    LearnerState,
     Opponents,
-    PolicySpec,
     TrainBudget,
     TrainResult,
     TrainTask,

@@ -13,7 +13,7 @@ import yaml
 import popmarl
 from learning_schedule import json_state, read_json_state
 from popmarl.interfaces.policy import ExplicitPolicy, masked_uniform
-from popmarl.data.records import Observations
+from popmarl.data.episodes import Observations
 
 
 class SoftmaxPolicy(ExplicitPolicy):

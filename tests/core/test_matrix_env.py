@@ -13,7 +13,8 @@ import popmarl
 from popmarl.builtin.matrix_env import MatrixEnv, MixedStrategyPolicy
 from popmarl.errors import ConfigError
 from popmarl.gametheory.metagame import entropy, expected_payoffs, nash_conv, regrets
-from popmarl.engine.rollout import OpponentDraw, RolloutWorker, Seating
+from popmarl.engine.rollout import RolloutWorker
+from popmarl.engine.seating import OpponentDraw, Seating
 from popmarl.interfaces.spaces import Discrete
 
 from testkit.run_files import brute_force_nash_conv, brute_force_payoffs, collapsed_strategies, read_summary

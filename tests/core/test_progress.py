@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from popmarl.engine.progress import TrainingProgress
-from popmarl.data.records import TrainBudget
+from popmarl.data.tasks import TrainBudget
 
 
 def progress(**budget: object) -> TrainingProgress:

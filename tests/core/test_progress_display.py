@@ -17,7 +17,7 @@ from rich.console import Console
 import popmarl
 from popmarl.builtin.console_tracker import ConsoleTracker
 from popmarl.builtin.matrix_env import MatrixEnv
-from popmarl.data.records import RunInfo
+from popmarl.data.run import RunInfo
 
 from testkit.run_files import read_metrics, read_summary
 from test_marl_scenario import ReinforceAlgorithm

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from popmarl.builtin.matrix_env import MatrixEnv
-from popmarl.scenario.psro.scenario import derive_seed
+from popmarl.data.seeds import derive_seed
 
 from testkit.run_files import (
     assert_same_arrays,

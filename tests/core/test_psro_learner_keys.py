@@ -15,7 +15,7 @@ import pytest
 import popmarl
 from popmarl.scenario.psro.scenario import PSRO, PSROState
 from popmarl.gametheory.metagame import check_payoffs
-from popmarl.data.records import TrainTask
+from popmarl.data.tasks import TrainTask
 from popmarl.runs.rundir import RunDirectory
 from learning_schedule import ScheduleAlgorithm
 

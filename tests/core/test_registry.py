@@ -30,6 +30,7 @@ CORE_BUILTINS = {
     "solvers": {"uniform", "latest"},
     "backends": {"local"},
     "trackers": {"console", "jsonl"},
+    "ratings": {"elo"},
 }
 
 
@@ -43,7 +44,7 @@ def _lenient(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(STRICT_ENV, raising=False)
 
 
-def test_kinds_are_the_six_of_the_design() -> None:
+def test_kinds_are_the_seven_of_the_design() -> None:
     assert set(KINDS) == set(CORE_BUILTINS)
 
 

@@ -11,8 +11,9 @@ import pytest
 
 from popmarl.interfaces.env import Env, Step, VectorEnv
 from popmarl.interfaces.policy import Policy
-from popmarl.data.records import Episode, Observations
-from popmarl.engine.rollout import OpponentDraw, RolloutWorker, Seating
+from popmarl.data.episodes import Episode, Observations
+from popmarl.engine.rollout import RolloutWorker
+from popmarl.engine.seating import OpponentDraw, Seating
 from popmarl.interfaces.spaces import Box, Discrete
 
 

@@ -51,6 +51,7 @@ from popmarl.interfaces.match import Match as Match
 
 # Policies.
 from popmarl.interfaces.policy import ExplicitPolicy as ExplicitPolicy
+from popmarl.interfaces.policy import MixedStrategyPolicy as MixedStrategyPolicy
 from popmarl.interfaces.policy import Policy as Policy
 from popmarl.interfaces.policy import epsilon_greedy as epsilon_greedy
 from popmarl.interfaces.policy import masked_uniform as masked_uniform
@@ -81,12 +82,19 @@ from popmarl.interfaces.solver import MetaSolver as MetaSolver
 from popmarl.interfaces.solver import SolverResult as SolverResult
 from popmarl.interfaces.solver import joint_metrics as joint_metrics
 from popmarl.interfaces.solver import solution_metrics as solution_metrics
+from popmarl.gametheory.metagame import batch_expected_payoffs as batch_expected_payoffs
 from popmarl.gametheory.metagame import check_joint as check_joint
 from popmarl.gametheory.metagame import check_payoffs as check_payoffs
 from popmarl.gametheory.metagame import deviation_payoffs as deviation_payoffs
 from popmarl.gametheory.metagame import marginals as marginals
 from popmarl.gametheory.metagame import nash_conv as nash_conv
 from popmarl.gametheory.payoffs import PayoffTable as PayoffTable
+
+# Ratings of the players of a cross-play tournament (``popmarl rank``).
+from popmarl.interfaces.rating import CrossPlay as CrossPlay
+from popmarl.interfaces.rating import Rating as Rating
+from popmarl.gametheory.ratings import elo as elo
+from popmarl.gametheory.ratings import head_to_head as head_to_head
 
 # Backends, scenarios, trackers and lifecycle hooks.
 from popmarl.interfaces.backend import Backend as Backend
@@ -101,29 +109,30 @@ from popmarl.plugins.registry import KINDS as KINDS
 from popmarl.plugins.registries import Registries as Registries
 
 # The records components receive and return.
-from popmarl.data.records import BestResponseResult as BestResponseResult
-from popmarl.data.records import BestResponseTask as BestResponseTask
-from popmarl.data.records import Episode as Episode
-from popmarl.data.records import EpisodeBatch as EpisodeBatch
-from popmarl.data.records import EvalResult as EvalResult
-from popmarl.data.records import EvalTask as EvalTask
-from popmarl.data.records import FrozenPolicy as FrozenPolicy
-from popmarl.data.records import JointOpponents as JointOpponents
-from popmarl.data.records import LearnerInit as LearnerInit
-from popmarl.data.records import LearnerSpec as LearnerSpec
-from popmarl.data.records import LearnerState as LearnerState
-from popmarl.data.records import Observations as Observations
-from popmarl.data.records import Opponents as Opponents
-from popmarl.data.records import PolicySpec as PolicySpec
-from popmarl.data.records import RunInfo as RunInfo
-from popmarl.data.records import TrainBudget as TrainBudget
-from popmarl.data.records import TrainResult as TrainResult
-from popmarl.data.records import TrainTask as TrainTask
-from popmarl.data.records import Weights as Weights
+from popmarl.data.tasks import BestResponseResult as BestResponseResult
+from popmarl.data.tasks import BestResponseTask as BestResponseTask
+from popmarl.data.episodes import Episode as Episode
+from popmarl.data.episodes import EpisodeBatch as EpisodeBatch
+from popmarl.data.tasks import EvalResult as EvalResult
+from popmarl.data.tasks import EvalTask as EvalTask
+from popmarl.data.policies import FrozenPolicy as FrozenPolicy
+from popmarl.data.tasks import JointOpponents as JointOpponents
+from popmarl.data.learners import LearnerInit as LearnerInit
+from popmarl.data.learners import LearnerSpec as LearnerSpec
+from popmarl.data.learners import LearnerState as LearnerState
+from popmarl.data.episodes import Observations as Observations
+from popmarl.data.tasks import Opponents as Opponents
+from popmarl.data.policies import PolicySpec as PolicySpec
+from popmarl.data.run import RunInfo as RunInfo
+from popmarl.data.tasks import TrainBudget as TrainBudget
+from popmarl.data.tasks import TrainResult as TrainResult
+from popmarl.data.tasks import TrainTask as TrainTask
+from popmarl.data.policies import Weights as Weights
 from popmarl.data.outcomes import PlayedGames as PlayedGames
 from popmarl.data.outcomes import outcome_indicators as outcome_indicators
 from popmarl.data.trajectories import JointEpisodes as JointEpisodes
 from popmarl.data.trajectories import SeatRows as SeatRows
 from popmarl.data.seeds import derive_seed as derive_seed
+from popmarl.data.atomic import json_default as json_default
 from popmarl.data.atomic import write_bytes as write_bytes
 from popmarl.data.atomic import write_json as write_json

@@ -17,6 +17,6 @@ from popmarl.engine.learner_loop import TeamWeights as TeamWeights
 from popmarl.engine.learner_loop import round_seed as round_seed
 from popmarl.engine.learner_loop import run_task as run_task
 from popmarl.engine.learners import Learner as Learner
-from popmarl.engine.rollout import OpponentDraw as OpponentDraw
+from popmarl.engine.seating import OpponentDraw as OpponentDraw
 from popmarl.engine.rollout import RolloutWorker as RolloutWorker
-from popmarl.engine.rollout import Seating as Seating
+from popmarl.engine.seating import Seating as Seating

@@ -1,8 +1,16 @@
 """The version of :mod:`popmarl.api`, separate from the package's.
 
-It changes when a name is removed from the API or changes meaning (major) or when names
-are added (minor). A plugin declares the major version it was built against in its
-distribution's metadata (``[tool.popmarl] api = N``, read by ``popmarl plugins --check``).
+``MAJOR.MINOR``: the major version changes when a name is removed from the API or changes
+meaning, the minor one when names are added. A plugin declares the version it was built
+against as a string literal in its top-level package (or single module)::
+
+    POPMARL_API = "1.0"
+
+written out, not read from :data:`API_VERSION` (which would always match). ``popmarl
+plugins --check`` imports each entry point and reads that declaration: another major
+version than this popmarl's fails the check with one line naming the distribution, its
+version and both API versions; a package that declares none is reported as undeclared
+without failing (:mod:`popmarl.plugins.api_version` defines both and the verdict).
 """
 
-API_VERSION = "1.0"
+from popmarl.plugins.api_version import API_VERSION as API_VERSION

@@ -24,9 +24,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from popmarl.interfaces.hookspec import hookimpl
-from popmarl.data.records import RunInfo
-from popmarl.interfaces.tracker import Tracker
+from popmarl.api import RunInfo, Tracker, hookimpl
 
 
 @attrs.frozen(kw_only=True)

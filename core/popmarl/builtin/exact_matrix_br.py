@@ -11,11 +11,9 @@ from typing import Literal
 import attrs
 import numpy as np
 
-from popmarl.interfaces.algorithm import Algorithm, BestResponseProblem, PolicySpace
-from popmarl.builtin.matrix_env import MatrixEnv, MixedStrategyPolicy
-from popmarl.errors import ConfigError
-from popmarl.gametheory.metagame import deviation_payoffs
-from popmarl.interfaces.spaces import Discrete
+from popmarl.api import (Algorithm, BestResponseProblem, ConfigError, Discrete, MixedStrategyPolicy, PolicySpace,
+                         deviation_payoffs)
+from popmarl.builtin.matrix_env import MatrixEnv
 
 
 @attrs.frozen(kw_only=True)

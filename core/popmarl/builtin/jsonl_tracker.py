@@ -15,10 +15,7 @@ from typing import Any
 
 import attrs
 
-from popmarl.data.atomic import json_default
-from popmarl.interfaces.hookspec import hookimpl
-from popmarl.data.records import RunInfo
-from popmarl.interfaces.tracker import Tracker
+from popmarl.api import RunInfo, Tracker, hookimpl, json_default
 
 
 @attrs.frozen(kw_only=True)

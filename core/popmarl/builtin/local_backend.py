@@ -1,7 +1,7 @@
 """Backend ``local``: every task in this process, deterministic for a given seed.
 
-A train task's learners act and update right here: :func:`popmarl.engine.learner_loop.run_task`
-through the :class:`~popmarl.engine.executor.Executor`, which holds the learners between tasks;
+A train task's learners act and update right here: :func:`popmarl.api.engine.run_task`
+through the :class:`~popmarl.api.engine.Executor`, which holds the learners between tasks;
 best-response tasks are answered by :func:`popmarl.engine.exact_answers.answer`.
 """
 
@@ -9,21 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from popmarl.interfaces.backend import Backend, Components, RunSetup
-from popmarl.engine.executor import Executor
-from popmarl.data.records import (
-    BestResponseResult,
-    BestResponseTask,
-    EvalResult,
-    EvalTask,
-    TrainResult,
-    TrainTask,
-    Weights,
-)
+from popmarl.api import (Backend, BestResponseResult, BestResponseTask, Components, EvalResult, EvalTask, RunSetup,
+                         TrainResult, TrainTask, Weights)
+from popmarl.api.engine import Executor
 
 
 class LocalBackend(Backend):
-    """Runs tasks in-process with one :class:`~popmarl.engine.executor.Executor`."""
+    """Runs tasks in-process with one :class:`~popmarl.api.engine.Executor`."""
 
     def start(self, setup: RunSetup, components: Components) -> None:
         self._executor = Executor(setup, components)

@@ -14,14 +14,10 @@ from typing import Literal
 import attrs
 import numpy as np
 
+from popmarl.api import (Box, ConfigError, CorrelatedProfile, Discrete, ExactEnv, ExplicitPolicy, MixedProfile,
+                         MixedStrategyPolicy, Observations, Profile, Step, VectorEnv, batch_expected_payoffs,
+                         deviation_payoffs, nash_conv, outcome_indicators)
 from popmarl.builtin.matrix_match import MatrixMatch
-from popmarl.interfaces.env import CorrelatedProfile, ExactEnv, MixedProfile, Profile, Step, VectorEnv
-from popmarl.errors import ConfigError
-from popmarl.gametheory.metagame import batch_expected_payoffs, deviation_payoffs, nash_conv
-from popmarl.data.outcomes import outcome_indicators
-from popmarl.interfaces.policy import ExplicitPolicy
-from popmarl.data.records import Observations
-from popmarl.interfaces.spaces import Box, Discrete
 
 _NAMED = {
     "rps": np.array([[[0, -1, 1], [1, 0, -1], [-1, 1, 0]], [[0, 1, -1], [-1, 0, 1], [1, -1, 0]]], float),
@@ -73,26 +69,6 @@ def _load_tensor(path: str | None) -> np.ndarray:
             f"got shape {tensor.shape}"
         )
     return tensor.astype(float)
-
-
-class MixedStrategyPolicy(ExplicitPolicy):
-    """A (pure or mixed) strategy of a normal-form game: one probability per action."""
-
-    def __init__(self, probs: np.ndarray) -> None:
-        self.probs = np.asarray(probs, dtype=float)
-
-    def probabilities(self, batch: Observations) -> np.ndarray:
-        probs = np.broadcast_to(self.probs, (len(batch), self.probs.size))
-        if batch.mask is None:
-            return probs
-        masked = probs * batch.mask
-        return masked / masked.sum(axis=1, keepdims=True)
-
-    def get_weights(self) -> Mapping[str, np.ndarray]:
-        return {"probs": self.probs.copy()}
-
-    def set_weights(self, weights: Mapping[str, np.ndarray]) -> None:
-        self.probs = np.asarray(weights["probs"], dtype=float)
 
 
 def strategy_of(policy: object, n_actions: int) -> np.ndarray:

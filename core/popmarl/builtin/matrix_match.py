@@ -11,8 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from popmarl.interfaces.match import Action
-from popmarl.interfaces.match import Match
+from popmarl.api import Action, Match
 
 #: The named games' action names.
 ACTION_NAMES = {"rps": ("Rock", "Paper", "Scissors"), "matching_pennies": ("Heads", "Tails"),

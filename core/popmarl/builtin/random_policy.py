@@ -9,10 +9,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from popmarl.interfaces.algorithm import Algorithm, PolicySpace
-from popmarl.interfaces.policy import ExplicitPolicy, Policy, masked_uniform
-from popmarl.data.records import Observations
-from popmarl.interfaces.spaces import Box, Discrete
+from popmarl.api import Algorithm, Box, Discrete, ExplicitPolicy, Observations, Policy, PolicySpace, masked_uniform
 
 
 class UniformRandomPolicy(ExplicitPolicy):

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from popmarl.gametheory.metagame import check_payoffs
-from popmarl.interfaces.solver import MetaSolver
+from popmarl.api import MetaSolver, check_payoffs
 
 
 class Uniform(MetaSolver):

@@ -1,18 +1,27 @@
-"""The ``popmarl`` command line (DESIGN §6).
+"""The ``popmarl`` command line: the parser, each verb's handler, and how errors end it.
 
-User errors print one line to stderr and exit 2, with no traceback.
+User errors print one line to stderr and exit 2, with no traceback. A verb's libraries
+(the runner, the tools) are imported in its handler, so that the command line starts
+without them; ``plugins`` and ``show`` have modules of their own.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import random
 import signal
 import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from popmarl.errors import PluginError, PopmarlError, Terminated, UserError
+import popmarl
+from popmarl.cli.plugins import plugins_command
+from popmarl.cli.show import show_command
+from popmarl.errors import ConfigError, PluginError, PopmarlError, ResumeError, Terminated, UserError
+from popmarl.plugins.hooks import make_plugin_manager
+from popmarl.plugins.registry import plugin_distributions
 
 EXIT_USAGE = 2
 
@@ -30,9 +39,6 @@ class _Version(argparse.Action):
                          help="print popmarl's version and the installed plugins' versions")
 
     def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> NoReturn:
-        import popmarl
-        from popmarl.plugins.registry import plugin_distributions
-
         lines = [f"popmarl {popmarl.__version__}"]
         lines += [f"{name} {version}" for name, version in plugin_distributions().items()]
         print("\n".join(lines))
@@ -112,17 +118,15 @@ def _parser() -> argparse.ArgumentParser:
     rollout.add_argument("--steps", type=_positive, default=100_000)
     rollout.add_argument("--json", action="store_true", help="end with one JSON object on the last line")
     rollout.set_defaults(handler=_cmd_bench_rollout)
-    for name, handler in (("run", _cmd_run), ("plugins", _cmd_plugins), ("show", _cmd_show),
+    for name, handler in (("run", _cmd_run), ("plugins", plugins_command), ("show", show_command),
                           ("eval", _cmd_eval), ("exploit", _cmd_exploit)):
         commands.choices[name].set_defaults(handler=handler)
-    from popmarl.plugins.hooks import make_plugin_manager
-
     make_plugin_manager().hook.popmarl_add_commands(commands=commands)
     return parser
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from popmarl.config.schema import load_config
+    from popmarl.config.loading import load_config
     from popmarl.runs.runner import run
 
     if args.out and args.resume:
@@ -153,8 +157,8 @@ def _resume_config(resume: str, config: str | None, overrides: list[str]) -> Any
     overrides, must equal it except in the keys ``--set`` names (so the command that made
     the run, repeated with ``--resume``, continues it; a changed stopping condition is made
     explicit with ``--set``, never read from a file)."""
-    from popmarl.config.schema import differences, to_dict
-    from popmarl.errors import ResumeError
+    from popmarl.config.loading import differences
+    from popmarl.config.schema import to_dict
     from popmarl.runs.rundir import RunDirectory
 
     run = RunDirectory(resume)
@@ -175,97 +179,13 @@ def _load_resumed(run: Any, path: str | os.PathLike[str], overrides: list[str]) 
     """``load_config(path, overrides)`` for ``--resume``. Where that fails and ``overrides``
     change more than stopping and trackers, that is the error (e.g. ``--set solver.name=X``
     carries the old solver's params, which X may refuse, but the run could not take X anyway)."""
-    from popmarl.config.schema import apply_overrides, load_config
-    from popmarl.errors import ConfigError
+    from popmarl.config.loading import apply_overrides, load_config
 
     try:
         return load_config(path, overrides)
     except ConfigError:
         type(run).check_resume(run.path, apply_overrides(run.read_config(), overrides))
         raise
-
-
-def _cmd_plugins(args: argparse.Namespace) -> int:
-    from importlib import metadata
-
-    import popmarl
-    from popmarl.plugins.check import Target, check
-    from popmarl.plugins.hooks import PLUGIN_GROUP
-    from popmarl.plugins.registry import KINDS
-
-    listed: list[tuple[str, str, str, str, Target | None]] = []
-    for kind in KINDS:
-        for name, entry in getattr(popmarl, kind).entries.items():
-            target = Target(group=f"popmarl.{kind}", name=name, value=entry.target) if entry.entry_point else None
-            listed.append((kind[:-1], name, entry.distribution, entry.version, target))
-    for ep in metadata.entry_points(group=PLUGIN_GROUP):
-        listed.append(("hooks", ep.name, ep.dist.name if ep.dist else "?", ep.dist.version if ep.dist else "?",
-                       Target(group=PLUGIN_GROUP, name=ep.name, value=ep.value)))
-    problems: dict[Target, str | None] = {}
-    if args.check:
-        by_distribution: dict[str, list[Target]] = {}
-        for _, _, distribution, _, target in listed:
-            if target is not None:
-                by_distribution.setdefault(distribution, []).append(target)
-        problems = check(by_distribution)
-    rows = [(kind, name, distribution, version,
-             "" if not args.check else "ok" if target is None or problems.get(target) is None
-             else f"FAILED: {problems[target]}")
-            for kind, name, distribution, version, target in listed]
-    widths = [max(len(r[i]) for r in rows + [("kind", "name", "distribution", "version", "")]) for i in range(4)]
-    header = ("kind", "name", "distribution", "version", "check" if args.check else "")
-    for row in [header, *rows]:
-        print("  ".join(cell.ljust(w) for cell, w in zip(row[:4], widths)) + ("  " + row[4] if row[4] else ""))
-    return 1 if any(cell.startswith("FAILED") for *_, cell in rows) else 0
-
-
-#: Longer meta-strategies are shown by their support and largest weights.
-_FULL_MIXTURE = 12
-
-
-def _format_mixture(policies: list[str], mixture: list[float]) -> str:
-    """The whole mixture when short; else its support size and its largest weights."""
-    if len(mixture) <= _FULL_MIXTURE or len(policies) != len(mixture):
-        return "[" + " ".join(f"{p:.3f}" for p in mixture) + "]"
-    ranked = sorted(range(len(mixture)), key=lambda i: -mixture[i])
-    support = sum(1 for p in mixture if p > 0.0)
-    largest = ", ".join(f"{policies[i]} {mixture[i]:.3f}" for i in ranked[:_FULL_MIXTURE // 2] if mixture[i] > 0.0)
-    return f"support {support}; largest: {largest}"
-
-
-def _cmd_show(args: argparse.Namespace) -> int:
-    from popmarl.gametheory.payoffs import PayoffTable
-    from popmarl.runs.rundir import RunDirectory
-
-    run = RunDirectory(args.dir)
-    if not run.path.is_dir():
-        raise UserError(f"{run.path}: no such run directory")
-    summary = run.read_summary()
-    print(f"{'run':<16}{run.path}")
-    for key in ("scenario", "status", "iterations", "nash_conv", "exploitability", "env_steps", "wall_time_s"):
-        print(f"{key:<16}{summary.get(key)}")
-    if summary.get("exact_best_responses") or summary.get("exact_entries"):  # work that took no env steps
-        print(f"{'exact':<16}{summary.get('exact_best_responses', 0)} best responses, "
-              f"{summary.get('exact_entries', 0)} payoff entries")
-    for key in ("mean_returns", "win_rates", "initial_returns"):  # a marl run's progress
-        if isinstance(summary.get(key), dict):
-            print(f"{key:<15} " + ", ".join(f"{p} {_number(v)}" for p, v in summary[key].items()))
-    for population, info in summary.get("populations", {}).items():
-        policies, mixture = info.get("policies", []), info.get("meta_strategy", [])
-        print(f"population {population}: {len(policies)} policies; meta-strategy {_format_mixture(policies, mixture)}")
-    if run.payoffs_file.exists():
-        table, ids = PayoffTable.load(run.payoffs_file)
-        print(_format_table(table, ids))
-    for entry in sorted(run.path.iterdir()):
-        if entry.name.startswith("."):  # e.g. an atomic write's temporary file
-            continue
-        kind = "directory" if entry.is_dir() else "plot" if entry.suffix in (".png", ".svg") else "file"
-        print(f"{kind:<11}{entry}{os.sep if entry.is_dir() else ''}")
-    return 0
-
-
-def _number(value: Any) -> str:
-    return "None" if value is None else f"{value:.4f}"
 
 
 def _positive(text: str) -> int:
@@ -279,8 +199,6 @@ def _positive(text: str) -> int:
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:
-    import json
-
     from popmarl.config.schema import ComponentConfig
     from popmarl.tools.evaluate import evaluate_run, format_report, load_run, opponent_pools
 
@@ -299,8 +217,6 @@ def _cmd_eval(args: argparse.Namespace) -> int:
 
 
 def _cmd_rank(args: argparse.Namespace) -> int:
-    import json
-
     from popmarl.config.schema import ComponentConfig
     from popmarl.tools.tournament import DEFAULT_EPISODES, DEFAULT_MAX_PAIRS, format_ratings, ratings, tournament
 
@@ -333,9 +249,8 @@ def _positive_float(text: str) -> float:
 
 
 def _cmd_exploit(args: argparse.Namespace) -> int:
-    import json
-
-    from popmarl.tools.exploit import DEFAULT_ENV_STEPS, EXPLOIT_FILE, exploit_run, format_report
+    from popmarl.tools.exploit import DEFAULT_ENV_STEPS, EXPLOIT_FILE, exploit_run
+    from popmarl.tools.exploit_report import format_report
 
     report, result = exploit_run(args.dir, algorithm=args.algorithm, env_steps=args.env_steps or DEFAULT_ENV_STEPS,
                          seeds=args.seeds, max_wall_time_s=args.max_wall_time,
@@ -348,8 +263,6 @@ def _cmd_exploit(args: argparse.Namespace) -> int:
 
 
 def _cmd_play(args: argparse.Namespace) -> int:
-    import random
-
     from popmarl.tools.loaded_run import load_run
     from popmarl.tools.play import play
 
@@ -364,8 +277,6 @@ def _cmd_play(args: argparse.Namespace) -> int:
 
 
 def _cmd_bench_rollout(args: argparse.Namespace) -> int:
-    import json
-
     from popmarl.tools.bench import bench_rollout, parse_params
 
     algorithm_params = parse_params(args.algorithm_param, "--algorithm-param")
@@ -384,20 +295,6 @@ def _cmd_bench_rollout(args: argparse.Namespace) -> int:
                           "env_steps": result.env_steps, "episodes": result.episodes,
                           "seconds": result.seconds, "steps_per_s": result.steps_per_s}))
     return 0
-
-
-def _format_table(table: Any, ids: list[list[str]], limit: int = 12) -> str:
-    """Agent 0's payoffs (rows: its policies; columns: agent 1's) for two-agent tables."""
-    if len(table.agents) != 2:
-        return f"payoff table: {len(table.agents)} agents, shape {table.shape} (see payoffs.npz)"
-    rows, cols = ids[0][:limit], ids[1][:limit]
-    width = max(8, *(len(c) for c in cols))
-    lines = [f"payoffs of {table.agents[0]} (rows) vs {table.agents[1]} (columns)" +
-             (f", first {limit}" if len(ids[0]) > limit or len(ids[1]) > limit else "")]
-    lines.append(" " * width + "".join(c.rjust(width + 1) for c in cols))
-    for i, r in enumerate(rows):
-        lines.append(r.ljust(width) + "".join(f"{table.values[0, i, j]:{width + 1}.4f}" for j in range(len(cols))))
-    return "\n".join(lines)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 from collections.abc import Mapping
@@ -33,8 +34,6 @@ def write_json(path: str | os.PathLike[str], data: Any) -> None:
 def write_npz(path: str | os.PathLike[str], arrays: Mapping[str, np.ndarray], *, compress: bool = False) -> None:
     """An ``.npz`` of plain arrays (loadable with ``allow_pickle=False``); ``compress``
     deflates it (lossless; ``np.load`` reads either kind)."""
-    import io
-
     buffer = io.BytesIO()
     plain: dict[str, Any] = {k: np.asarray(v) for k, v in arrays.items()}
     (np.savez_compressed if compress else np.savez)(buffer, **plain)

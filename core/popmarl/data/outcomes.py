@@ -2,7 +2,7 @@
 
 A seat **wins** a game when its return beats every other seat's, **loses** when another
 seat's return beats it, and **draws** otherwise (ties at the top; every seat of a game
-with one seat). Evaluation reports these per seat (:class:`~popmarl.data.records.EvalResult`):
+with one seat). Evaluation reports these per seat (:class:`~popmarl.data.tasks.EvalResult`):
 counted over sampled games, or as probabilities where an exact env computes them
 (:meth:`~popmarl.interfaces.env.ExactEnv.exact_outcomes`).
 """

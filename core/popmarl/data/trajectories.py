@@ -2,7 +2,7 @@
 
 A learner whose algorithm declares :attr:`~popmarl.interfaces.algorithm.Algorithm.joint_view`
 (a centralized critic, a mixer) is handed :class:`JointEpisodes` instead of its own
-decisions (:class:`~popmarl.data.records.EpisodeBatch`): **one row per (game, env step,
+decisions (:class:`~popmarl.data.episodes.EpisodeBatch`): **one row per (game, env step,
 seat)**. At each step of a game every seat has a row; a seat that did not act at that
 step has ``acted = False``, zero observation and action, and an all-false mask. Its
 ``rewards`` are what the seat received between that step and the next, so a seat that
@@ -23,11 +23,12 @@ from collections.abc import Mapping, Sequence
 import attrs
 import numpy as np
 
+from popmarl.data.episodes import EpisodeColumns
 from popmarl.data.outcomes import outcome_signs
 
 
 @attrs.frozen(kw_only=True, eq=False)
-class SeatRows:
+class SeatRows(EpisodeColumns):
     """One seat's columns of a :class:`JointEpisodes` (``T`` rows in all).
 
     ``obs`` ``[T, *obs_shape]``, ``actions`` ``[T, *action_shape]`` (as the policy chose
@@ -36,13 +37,7 @@ class SeatRows:
     ``[T]``. ``final_obs`` / ``final_masks``: per game, the seat's observation when the
     game was cut off with the seat in play (None otherwise), to bootstrap from."""
 
-    obs: np.ndarray
-    actions: np.ndarray
-    masks: np.ndarray | None
     acted: np.ndarray
-    rewards: np.ndarray
-    final_obs: tuple[np.ndarray | None, ...]
-    final_masks: tuple[np.ndarray | None, ...]
 
 
 @attrs.frozen(kw_only=True, eq=False)

@@ -3,7 +3,7 @@
 An algorithm that answers exactly (``exact_br``: it overrides
 :meth:`~popmarl.interfaces.algorithm.Algorithm.best_response`) computes its policy from the
 opponents alone: no learner, trainer, progress or weight copies are involved. Backends
-run :func:`answer` for each :class:`~popmarl.data.records.BestResponseTask`
+run :func:`answer` for each :class:`~popmarl.data.tasks.BestResponseTask`
 (:meth:`~popmarl.interfaces.backend.Backend.best_respond`); :func:`popmarl.engine.learner_loop.run_task` uses
 :func:`exact_answer` for a train task's learner whose algorithm answers.
 """
@@ -16,7 +16,8 @@ from collections.abc import Callable, Sequence
 from popmarl.interfaces.agent import AgentInterface
 from popmarl.interfaces.env import CorrelatedProfile, MixedProfile
 from popmarl.interfaces.policy import Policy
-from popmarl.data.records import BestResponseResult, BestResponseTask, FrozenPolicy, JointOpponents, Opponents, Weights
+from popmarl.data.policies import FrozenPolicy, Weights
+from popmarl.data.tasks import BestResponseResult, BestResponseTask, JointOpponents, Opponents
 
 PolicyOf = Callable[[str], Policy]
 

@@ -19,16 +19,17 @@ from popmarl.interfaces.env import ExactEnv
 from popmarl.engine.learners import Learners
 from popmarl.data.outcomes import outcome_signs
 from popmarl.interfaces.policy import Policy
-from popmarl.data.records import (
+from popmarl.data.policies import Weights
+from popmarl.data.tasks import (
     BestResponseResult,
     BestResponseTask,
     EvalResult,
     EvalTask,
     TrainResult,
     TrainTask,
-    Weights,
 )
-from popmarl.engine.rollout import OpponentDraw, ProfileDraw, RolloutWorker
+from popmarl.engine.rollout import ProfileDraw, RolloutWorker
+from popmarl.engine.seating import OpponentDraw
 from popmarl.engine.learner_loop import run_task
 
 T = TypeVar("T")

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 import attrs
 import numpy as np
 
-from popmarl.data.records import Observations
+from popmarl.data.episodes import Observations
 from popmarl.interfaces.spaces import Box, Space
 from popmarl.data.trajectories import JointEpisodes, SeatRows
 

@@ -18,7 +18,7 @@ import numpy as np
 from collections.abc import Mapping
 from typing import Any
 
-from popmarl.data.records import TrainBudget
+from popmarl.data.tasks import TrainBudget
 
 #: What a version's weights are to this bookkeeping: a policy's weights, or a team's by
 #: population (kept as given, never read).

@@ -28,8 +28,12 @@ from popmarl.engine.kept_weights import KeptWeights
 from popmarl.engine.learners import Learner, LearnerError, Learners
 from popmarl.data.outcomes import PlayedGames
 from popmarl.engine.progress import TrainingProgress
-from popmarl.data.records import EpisodeBatch, FrozenPolicy, LearnerSpec, LearnerState, TrainResult, TrainTask, Weights
-from popmarl.engine.rollout import OpponentDraw, RolloutWorker, Seating
+from popmarl.data.episodes import EpisodeBatch
+from popmarl.data.learners import LearnerSpec, LearnerState
+from popmarl.data.policies import FrozenPolicy, Weights
+from popmarl.data.tasks import TrainResult, TrainTask
+from popmarl.engine.rollout import RolloutWorker
+from popmarl.engine.seating import OpponentDraw, Seating
 from popmarl.data.trajectories import JointEpisodes
 
 #: A learner's episodes of one round: its decisions, or its games seen by every seat.

@@ -3,7 +3,7 @@
 A :class:`Learner` is its population's algorithm's policy and trainer (which holds the
 optimiser, replay buffer, exploration schedule and random generators). It persists
 across train tasks in the process that holds it (:class:`Learners`); a task says how
-each of its learners starts (:class:`~popmarl.data.records.LearnerInit`), and its whole
+each of its learners starts (:class:`~popmarl.data.learners.LearnerInit`), and its whole
 state (:meth:`Learner.state`) is what a scenario checkpoints and restores.
 
 A **team** learner plays seats of several populations (``LearnerSpec.seats``): it holds
@@ -18,7 +18,8 @@ from collections.abc import Callable, Mapping
 
 from popmarl.interfaces.agent import AgentInterface, LearnerError
 from popmarl.interfaces.policy import Policy
-from popmarl.data.records import LearnerSpec, LearnerState, Weights
+from popmarl.data.learners import LearnerSpec, LearnerState
+from popmarl.data.policies import Weights
 from popmarl.interfaces.trainer import Trainer
 
 class Learner:

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from popmarl.data.records import TrainBudget
+from popmarl.data.tasks import TrainBudget
 
 
 class LearnerProgress:

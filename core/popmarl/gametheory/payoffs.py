@@ -15,6 +15,7 @@ import attrs
 import numpy as np
 
 from popmarl.data.atomic import write_npz
+from popmarl.data.tasks import EvalTask
 from popmarl.errors import CheckpointError
 
 if TYPE_CHECKING:
@@ -99,8 +100,6 @@ def evaluate_missing(table: PayoffTable, axis_ids: Sequence[Sequence[str]], *, b
     its missing entries evaluated on ``backend`` (returns only; ``episodes`` each from
     ``seed``, or exactly where the env allows); returns it, the env steps sampled and how
     many entries were evaluated exactly."""
-    from popmarl.data.records import EvalTask
-
     table = table.grow([len(ids) for ids in axis_ids])
     tasks = [EvalTask(index=index, profile={a: axis_ids[k][i] for k, (a, i) in enumerate(zip(agents, index))},
                       episodes=episodes, seed=seed, outcomes=False)

@@ -11,7 +11,7 @@ from popmarl.interfaces.algorithm import Algorithm, BestResponseProblem, PolicyS
 from popmarl.interfaces.env import CorrelatedProfile, Env, MixedProfile
 from popmarl.errors import PopmarlError
 from popmarl.interfaces.policy import Policy
-from popmarl.data.records import Weights
+from popmarl.data.policies import Weights
 from popmarl.interfaces.trainer import Trainer
 
 

@@ -10,20 +10,18 @@ from __future__ import annotations
 
 from abc import abstractmethod
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import attrs
 import numpy as np
 
 from popmarl.interfaces.component import Component
 from popmarl.interfaces.env import CorrelatedProfile, Env, MixedProfile
+from popmarl.interfaces.env_traits import EnvTraits, traits_of
 from popmarl.errors import ConfigError
 from popmarl.interfaces.policy import Policy
 from popmarl.interfaces.spaces import Space
 from popmarl.interfaces.trainer import Trainer
-
-if TYPE_CHECKING:
-    from popmarl.interfaces.env_traits import EnvTraits
 
 
 @attrs.frozen(kw_only=True)
@@ -89,7 +87,7 @@ class Algorithm(Component):
     ``joint_view``: whether its trainer learns from the joint view
     (:class:`~popmarl.data.trajectories.JointEpisodes`: every seat's rows of each game aligned
     by step, the state, each seat's outcome: what a centralized critic or a mixer needs)
-    rather than its own decisions (:class:`~popmarl.data.records.EpisodeBatch`, the default).
+    rather than its own decisions (:class:`~popmarl.data.episodes.EpisodeBatch`, the default).
     ``needs_state``: whether it reads the env's global state; a run on an env without one
     (:attr:`~popmarl.interfaces.env.Env.state_space` None) is refused at config time.
 
@@ -185,8 +183,6 @@ def opponent_exploration(algorithm: Algorithm, env: Env) -> float:
     answers (a one-shot allocation game: ``dqn``'s meta-strategy ended at 1.75 times
     uniform play's NashConv with 0.3); at least :data:`LONG_GAME_OPPONENT_EPSILON` in a
     long turn-based game without chance, for an algorithm that asks for some."""
-    from popmarl.interfaces.env_traits import traits_of
-
     traits = traits_of(env)
     if env.has_chance or traits.simultaneous:
         return 0.0
@@ -201,8 +197,6 @@ def default_self_play(env: Env, spaces: Iterable[PolicySpace]) -> float:
     without chance (:attr:`popmarl.interfaces.env_traits.EnvTraits.long_deterministic`) whose
     populations all have the same ``spaces`` (copies of a learner can take every seat),
     else none."""
-    from popmarl.interfaces.env_traits import traits_of
-
     shared = len({(s.observation_space, s.action_space) for s in spaces}) == 1
     return LONG_GAME_SELF_PLAY if shared and traits_of(env).long_deterministic else 0.0
 

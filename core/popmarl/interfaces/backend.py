@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from abc import abstractmethod
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import attrs
 
@@ -12,14 +12,14 @@ from popmarl.interfaces.algorithm import Algorithm, PolicySpace
 from popmarl.interfaces.component import Component
 from popmarl.interfaces.env import Env
 from popmarl.data.population import AgentMapping
-from popmarl.data.records import (
+from popmarl.data.policies import Weights
+from popmarl.data.tasks import (
     BestResponseResult,
     BestResponseTask,
     EvalResult,
     EvalTask,
     TrainResult,
     TrainTask,
-    Weights,
 )
 
 
@@ -56,6 +56,12 @@ class Backend(Component):
     in-process; others may run them on workers. Policies are addressed by id; their
     weights are pushed with :meth:`add_policy` once, when frozen. Learners are addressed
     by key and persist between train tasks wherever the backend holds them."""
+
+    #: Whether one :meth:`train` call runs its tasks at the same time (spread over workers),
+    #: so that a caller with a time limit may give each task all of it. False: they run one
+    #: after another, and such a caller calls :meth:`train` per task, sharing the time among
+    #: them (``popmarl exploit`` does).
+    trains_in_parallel: ClassVar[bool] = False
 
     @abstractmethod
     def start(self, setup: RunSetup, components: Components) -> None:

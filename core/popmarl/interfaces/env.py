@@ -9,9 +9,10 @@ from pathlib import Path
 import attrs
 import numpy as np
 
+from popmarl.errors import UserError
 from popmarl.interfaces.component import Component
 from popmarl.interfaces.policy import Policy
-from popmarl.data.records import Observations
+from popmarl.data.episodes import Observations
 from popmarl.interfaces.spaces import Space
 
 Profile = Mapping[str, Policy]  # one policy per agent
@@ -138,8 +139,6 @@ class Env(Component):
         observation, a pyspiel state) as the one-row batch its policies read in this env's
         vectors, with ``action_mask`` where the observation holds none; how a loaded run
         acts outside popmarl (:class:`popmarl.tools.actor.Actor`). Envs that cannot say so raise."""
-        from popmarl.errors import UserError
-
         raise UserError(f"env {type(self).__name__} cannot read native observations (it implements no Env.observe), "
                         "so a loaded run cannot act in it; the openspiel, pettingzoo and matrix envs can")
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pluggy
 
-from popmarl.data.records import RunInfo
+from popmarl.data.run import RunInfo
 
 PROJECT = "popmarl"
 

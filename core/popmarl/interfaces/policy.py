@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 
 import numpy as np
 
-from popmarl.data.records import Observations, Weights
+from popmarl.data.episodes import Observations
+from popmarl.data.policies import Weights
 
 
 class Policy(ABC):
@@ -60,7 +61,7 @@ class ActingAlone(Policy):
     """Another policy's actions and weights under an object of its own with no group key:
     the rollout engine asks it alone, as a policy distinct from the one it wraps (a
     per-policy baseline for grouped acting; a learner's copy in an opponent's seat,
-    :class:`popmarl.engine.rollout.OpponentCopy`)."""
+    :class:`popmarl.engine.seating.OpponentCopy`)."""
 
     def __init__(self, policy: Policy) -> None:
         self.policy = policy
@@ -90,6 +91,31 @@ class ExplicitPolicy(Policy):
 
     def act(self, batch: Observations, *, explore: bool, rng: np.random.Generator) -> np.ndarray:
         return sample_rows(self.probabilities(batch), rng)
+
+
+class MixedStrategyPolicy(ExplicitPolicy):
+    """A fixed (pure or mixed) strategy of a normal-form game: one probability per action,
+    whatever the observation, renormalised over the legal actions of each row. Its weights
+    are ``{"probs": ...}``. An interface type rather than one env's own: the ``matrix``
+    env's exact evaluation reads its probabilities directly, and any oracle answering a
+    one-shot game (a builtin's, a plugin's) returns one.
+    """
+
+    def __init__(self, probs: np.ndarray) -> None:
+        self.probs = np.asarray(probs, dtype=float)
+
+    def probabilities(self, batch: Observations) -> np.ndarray:
+        probs = np.broadcast_to(self.probs, (len(batch), self.probs.size))
+        if batch.mask is None:
+            return probs
+        masked = probs * batch.mask
+        return masked / masked.sum(axis=1, keepdims=True)
+
+    def get_weights(self) -> Mapping[str, np.ndarray]:
+        return {"probs": self.probs.copy()}
+
+    def set_weights(self, weights: Mapping[str, np.ndarray]) -> None:
+        self.probs = np.asarray(weights["probs"], dtype=float)
 
 
 def sample_rows(probs: np.ndarray, rng: np.random.Generator) -> np.ndarray:

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     # Types a run passes in, named here only: the layers that build them sit above.
     from popmarl.config.schema import RunConfig
     from popmarl.data.population import AgentMapping
-    from popmarl.data.records import RunInfo
+    from popmarl.data.run import RunInfo
     from popmarl.interfaces.agent import AgentInterface
     from popmarl.interfaces.algorithm import PolicySpace
     from popmarl.interfaces.backend import Backend

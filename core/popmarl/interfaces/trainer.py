@@ -5,7 +5,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 
-from popmarl.data.records import Episode
+from popmarl.data.episodes import Episode
 
 #: A trainer's state as named files in safe formats (``torch.save`` of state dicts,
 #: read back with ``weights_only=True``; ``.npz`` without pickles; JSON), never a pickle
@@ -27,7 +27,7 @@ class Trainer(ABC):
     def update(self, episodes: Sequence[Episode]) -> Mapping[str, float]:
         """Learn from ``episodes`` (the newest since the last call); return metrics.
 
-        They arrive as one :class:`~popmarl.data.records.EpisodeBatch` per round, on every
+        They arrive as one :class:`~popmarl.data.episodes.EpisodeBatch` per round, on every
         backend (column-wise: ``EpisodeBatch.of(episodes)`` returns it as is and gathers
         any other sequence), so a trainer that works on whole columns need not loop over
         episodes; or, for an algorithm that sets ``joint_view``, as one

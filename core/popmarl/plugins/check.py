@@ -4,6 +4,9 @@ one per available core, each taking the next distribution as it finishes one.
 Importing a plugin can take seconds (torch, ray, open_spiel); checking in parallel makes
 the check about as slow as the slowest plugin rather than the sum of them. A plugin that
 kills its interpreter fails its own check only: the next distribution gets a fresh one.
+Once an entry point imports, the child also reads the API version its top-level package
+declares (:data:`~popmarl.plugins.api_version.DECLARATION`), which the caller judges with
+:func:`~popmarl.plugins.api_version.verdict`.
 """
 
 from __future__ import annotations
@@ -22,8 +25,12 @@ from typing import IO
 
 import attrs
 
+from popmarl.plugins.api_version import API_VERSION, DECLARATION
+
 #: Seconds one distribution's imports may take before the check reports it as failed.
 TIMEOUT_S = 300.0
+#: The core's package (spelled out: the child runs this module as ``__main__``).
+_CORE = "popmarl"
 
 
 @attrs.frozen(kw_only=True)
@@ -35,13 +42,24 @@ class Target:
     value: str
 
 
+@attrs.frozen(kw_only=True)
+class Checked:
+    """What importing one target found: ``problem``, its import error (None: it loads),
+    and ``api``, the API version its top-level package declares as written there (a
+    string, or a number where the package wrote one); None where it declares none or did
+    not load. The core's own components declare this popmarl's API."""
+
+    problem: str | None
+    api: object = None
+
+
 def check(targets: Mapping[str, Sequence[Target]], *, timeout_s: float = TIMEOUT_S,
-          workers: int | None = None) -> dict[Target, str | None]:
+          workers: int | None = None) -> dict[Target, Checked]:
     """Import each distribution's ``targets`` in child interpreters (``workers``, default
-    one per available core); map every target to its import error, or None when it loads."""
+    one per available core); map every target to what its import found."""
     pending = deque(targets.values())
     count = min(len(pending), workers or _cores())
-    results: dict[Target, str | None] = {}
+    results: dict[Target, Checked] = {}
     if not pending:
         return results
     with ThreadPoolExecutor(max_workers=count) as pool:
@@ -66,8 +84,8 @@ class _Worker:
         self.child: subprocess.Popen[str] | None = None
         self.stderr: IO[bytes] | None = None
 
-    def drain(self, pending: deque[Sequence[Target]]) -> dict[Target, str | None]:
-        results: dict[Target, str | None] = {}
+    def drain(self, pending: deque[Sequence[Target]]) -> dict[Target, Checked]:
+        results: dict[Target, Checked] = {}
         try:
             while True:
                 try:
@@ -84,7 +102,7 @@ class _Worker:
         return subprocess.Popen([sys.executable, "-m", "popmarl.plugins.check"], stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=self.stderr, env=env, text=True)
 
-    def _check(self, targets: Sequence[Target]) -> dict[Target, str | None]:
+    def _check(self, targets: Sequence[Target]) -> dict[Target, Checked]:
         child = self.child = self.child or self._start()
         assert child.stdin is not None and child.stdout is not None
         timer = threading.Timer(self.timeout_s, child.kill)
@@ -98,11 +116,11 @@ class _Worker:
         finally:
             timer.cancel()
         try:
-            problems = json.loads(line)
-            return {t: problems[i] for i, t in enumerate(targets)}
-        except (ValueError, IndexError, KeyError):
+            answers = json.loads(line)
+            return {t: Checked(problem=answers[i][0], api=answers[i][1]) for i, t in enumerate(targets)}
+        except (ValueError, IndexError, KeyError, TypeError):
             reason = self._died()
-            return dict.fromkeys(targets, reason)
+            return dict.fromkeys(targets, Checked(problem=reason))
 
     def _died(self) -> str:
         """Why the child stopped answering (it is gone afterwards)."""
@@ -136,26 +154,40 @@ class _Worker:
             self.stderr = None
 
 
-def _import_each(targets: Iterable[Mapping[str, str]]) -> list[str | None]:
-    problems: list[str | None] = []
+def _import_each(targets: Iterable[Mapping[str, str]]) -> list[tuple[str | None, object]]:
+    """Per target: its import error (None: it loads) and its top-level package's declared API version."""
+    answers: list[tuple[str | None, object]] = []
     for t in targets:
         try:
             metadata.EntryPoint(name=t["name"], value=t["value"], group=t["group"]).load()
-            problems.append(None)
         except Exception as exc:  # any import-time failure of a third-party plugin
-            problems.append(f"{type(exc).__name__}: {exc}")
-    return problems
+            answers.append((f"{type(exc).__name__}: {exc}", None))
+        else:
+            answers.append((None, _declared(t["value"])))
+    return answers
+
+
+def _declared(value: str) -> object:
+    """The API version declared by the top-level package of entry point ``value``
+    (``module:attr``), already imported: this popmarl's own for the core's components;
+    None where it declares none; a value that is not a string or a number, by its repr."""
+    top = value.partition(":")[0].strip().partition(".")[0]
+    if top == _CORE:
+        return API_VERSION
+    declared = getattr(sys.modules.get(top), DECLARATION, None)
+    return declared if declared is None or isinstance(declared, (str, int, float)) else repr(declared)
 
 
 def _main() -> None:
     """The child: for each line of stdin (a JSON list of targets), import them and answer
-    one line of JSON problems on stdout; whatever the imports print goes to stderr."""
+    one line of JSON on stdout, per target its problem and declared API version; whatever
+    the imports print goes to stderr."""
     answer = os.dup(1)
     os.dup2(2, 1)  # imports that print (even from C, even at exit) must not garble the answers
     for line in sys.stdin:
-        problems = _import_each(json.loads(line))
+        answers = _import_each(json.loads(line))
         sys.stdout.flush()
-        os.write(answer, (json.dumps(problems) + "\n").encode())
+        os.write(answer, (json.dumps(answers) + "\n").encode())
     os.close(answer)
 
 

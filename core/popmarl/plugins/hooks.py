@@ -14,7 +14,7 @@ import pluggy
 
 from popmarl.interfaces import hookspec
 from popmarl.errors import PluginError
-from popmarl.data.records import RunInfo
+from popmarl.data.run import RunInfo
 from popmarl.plugins.registry import PluginWarning, strict_plugins
 
 PLUGIN_GROUP = "popmarl.plugins"

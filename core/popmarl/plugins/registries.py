@@ -1,4 +1,5 @@
-"""The six component registries a run resolves names in.
+"""The component registries (one per kind of :data:`~popmarl.plugins.registry.KINDS`) a run
+resolves names in.
 
 By default they are the module-level ``popmarl.<kind>`` registries, built from entry
 points on first use. :class:`Registries` is an explicit set of them, so that a run can
@@ -9,6 +10,7 @@ remote workers with the same set.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, Union
@@ -17,13 +19,19 @@ import attrs
 
 from popmarl.plugins.registry import KINDS, Registry
 
+#: The root package, whose attributes ``popmarl.<kind>`` are the current registries.
+_ROOT = __name__.partition(".")[0]
+
 
 def get(kind: str) -> Registry:
-    """The registry of ``kind`` as currently exposed as ``popmarl.<kind>``."""
-    import popmarl
+    """The registry of ``kind`` as currently exposed as ``popmarl.<kind>``.
 
+    The root package holds the current registries as attributes a user may replace
+    (``popmarl.solvers = popmarl.solvers.with_component(...)``), so they are read from the
+    package object, which Python imports before any of its submodules; the root's own
+    functions (``popmarl.run``...) sit above every layer and are not imported from here."""
     _check_kind(kind)
-    return getattr(popmarl, kind)  # type: ignore[no-any-return]
+    return getattr(sys.modules[_ROOT], kind)  # type: ignore[no-any-return]
 
 
 def component(kind: str, name: str, params: object = None) -> object:

@@ -20,7 +20,7 @@ import attrs
 
 from popmarl.errors import PluginError, UnknownComponentError
 
-KINDS = ("scenarios", "algorithms", "envs", "solvers", "backends", "trackers")
+KINDS = ("scenarios", "algorithms", "envs", "solvers", "backends", "trackers", "ratings")
 STRICT_ENV = "POPMARL_STRICT_PLUGINS"
 
 #: Where a popmarl checkout keeps its plugins, one directory each (``plugins/<name>``), if

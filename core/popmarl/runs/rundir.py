@@ -19,11 +19,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import yaml
 
+from popmarl.config.loading import differences
 from popmarl.data.atomic import json_default, write_bytes, write_json, write_npz, write_text
 from popmarl.errors import CheckpointError, ConfigError, ResumeError, UserError
 from popmarl.runs.interrupts import uninterrupted
-from popmarl.data.records import LearnerState, Weights
+from popmarl.data.learners import LearnerState
+from popmarl.data.policies import Weights
 from popmarl.runs.warning_log import LOG_FILE
 
 _FILE_NAME = re.compile(r"[A-Za-z0-9_.-]+")
@@ -84,8 +87,6 @@ class RunDirectory:
 
     def read_config(self) -> dict[str, Any]:
         """The run's saved (resolved) ``config.yaml``; a ResumeError if this is no run."""
-        import yaml
-
         if not self.path.is_dir():
             raise ResumeError(f"--resume {self.path}: no such run directory")
         if not self.config_file.is_file():
@@ -108,8 +109,6 @@ class RunDirectory:
         ``config`` was (defaults filled in), so a key added since the run was made, at its
         default, is no difference. A run killed before its first checkpoint has no
         :attr:`state_file`: it starts again from the beginning."""
-        from popmarl.config.schema import differences
-
         run = cls(path)
         saved = run.read_config()
         if resolve is not None:

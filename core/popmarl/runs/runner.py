@@ -21,7 +21,7 @@ from popmarl.interfaces.env_traits import traits_of
 from popmarl.errors import ConfigError
 from popmarl.plugins.hooks import Hooks, make_plugin_manager
 from popmarl.data.population import AgentMapping
-from popmarl.data.records import RunInfo
+from popmarl.data.run import RunInfo
 from popmarl.plugins.registries import Registries, RegistriesLike
 from popmarl.runs.rundir import RunDirectory
 from popmarl.interfaces.scenario import RunContext, Scenario

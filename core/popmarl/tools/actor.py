@@ -10,18 +10,17 @@ policy reads.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
 
+from popmarl.interfaces.env import Env
 from popmarl.interfaces.match import Action
+from popmarl.interfaces.policy import Policy
 from popmarl.interfaces.spaces import Box
+from popmarl.tools.pools import Pool
 
-if TYPE_CHECKING:
-    from popmarl.interfaces.env import Env
-    from popmarl.tools.loaded_run import Pool
-    from popmarl.interfaces.policy import Policy
 
 class Actor:
     """Plays ``seat`` from ``pool`` (its policies and the seat's meta-strategy) in ``env``;

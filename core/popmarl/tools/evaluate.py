@@ -7,7 +7,7 @@ meta-strategy, ``ce``/``cce``, the seat's marginal); the other seats play a unif
 random policy, or the seats of another run of the same env (drawn together from its joint
 meta-strategy, if it has one). The games run on a backend (the run's own by default, so
 a run made on Ray is evaluated on Ray) as one evaluate task per seat, whose seats are
-mixtures (:class:`~popmarl.data.records.EvalTask`): exact where the env computes outcomes
+mixtures (:class:`~popmarl.data.tasks.EvalTask`): exact where the env computes outcomes
 exactly, sampled otherwise. The run's pools come from :func:`popmarl.tools.loaded_run.load_run`.
 """
 
@@ -20,14 +20,15 @@ from typing import Any
 import attrs
 import numpy as np
 
+from popmarl.interfaces.algorithm import Algorithm
 from popmarl.interfaces.backend import Backend, Components
-from popmarl.builtin.random_policy import RandomAlgorithm
 from popmarl.config.schema import ComponentConfig
 from popmarl.errors import UserError
-from popmarl.tools.loaded_run import JointPool, LoadedRun, Pool, load_run
+from popmarl.tools.loaded_run import LoadedRun, load_run
+from popmarl.tools.pools import JointPool, Pool
 from popmarl.interfaces.policy import Policy
 from popmarl.data.population import AgentMapping
-from popmarl.data.records import EvalResult, EvalTask, JointOpponents, Opponents
+from popmarl.data.tasks import EvalResult, EvalTask, JointOpponents, Opponents
 from popmarl.runs.rundir import RunDirectory
 from popmarl.runs.runner import build, build_algorithms, policy_spaces, run_setup
 from popmarl.config.conversion import did_you_mean
@@ -46,13 +47,17 @@ def draw_profile(pools: Mapping[str, Pool], agents: tuple[str, ...], rng: np.ran
     return {a: profile[a] if a in profile else pools[a].draw(rng) for a in agents}
 
 
+#: The registered algorithm whose policies play uniformly at random.
+RANDOM_ALGORITHM = "random"
+
+
 def random_pools(run: LoadedRun) -> dict[str, Pool]:
     """A uniformly random policy per agent (keyed by agent), each agent's its own
-    population (``random:<agent>``)."""
-    algorithm = RandomAlgorithm()
+    population (``random:<agent>``), made by the run's registered ``random`` algorithm."""
+    algorithm: Algorithm = run.registries.get("algorithms").load(RANDOM_ALGORITHM)()
     spaces = policy_spaces(run.env, AgentMapping.resolve("per_player", run.env.agents))
     return {a: Pool(policies=(algorithm.make_policy(space=spaces[a], seed=0),), mixture=np.ones(1),
-                    policy_ids=(f"{RANDOM_PREFIX}{a}/0",), algorithm=("random", {}),
+                    policy_ids=(f"{RANDOM_PREFIX}{a}/0",), algorithm=(RANDOM_ALGORITHM, {}),
                     space=attrs.evolve(spaces[a], population=RANDOM_PREFIX + a))
             for a in run.env.agents}
 

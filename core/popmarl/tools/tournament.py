@@ -11,11 +11,11 @@ from a seed of the pairing's own. Each pairing's result is cached in every run d
 it involves (``rank.json``), so asking again (or for a superset of the players) plays only
 what is new.
 
-Ratings (:func:`ratings`): Elo (:func:`popmarl.gametheory.ratings.elo`) from the win/draw/loss
-counts, exact probabilities counting as ``episodes`` games; and, with the popmarl-solvers
-plugin, α-Rank and Nash averaging from the mean returns (:mod:`popmarl_solvers.ratings`):
-agent-vs-agent on the antisymmetric part of the shared table, agent-vs-task (seat 0's
-policies the agents) on the zero-sum part ``(R0 - R1) / 2`` of a per-seat one.
+Ratings (:func:`ratings`): each rating registered under ``popmarl.ratings`` that is asked
+for (:class:`~popmarl.interfaces.rating.Rating`, by name; :data:`RATINGS` by default): the
+core's ``elo`` from the win/draw/loss counts, exact probabilities counting as ``episodes``
+games; and, with the popmarl-solvers plugin, ``alpharank`` and ``nash_averaging`` from the
+mean returns. A rating that is not installed is left out, and the report's note says so.
 """
 
 from __future__ import annotations
@@ -30,18 +30,25 @@ from typing import Any
 import attrs
 import numpy as np
 
-from popmarl.data.atomic import write_json
 from popmarl.config.schema import ComponentConfig
-from popmarl.errors import UserError
-from popmarl.tools.evaluate import evaluation_backend
-from popmarl.tools.loaded_run import LoadedRun, Pool, load_run
-from popmarl.gametheory.ratings import elo, head_to_head
-from popmarl.data.records import EvalTask
+from popmarl.data.atomic import write_json
 from popmarl.data.seeds import derive_seed
+from popmarl.data.tasks import EvalTask
+from popmarl.errors import PopmarlError, UserError
+from popmarl.interfaces.rating import CrossPlay, Rating
+from popmarl.plugins.registries import Registries
+from popmarl.plugins.registry import Registry, checkout_plugins
+from popmarl.tools.evaluate import evaluation_backend
+from popmarl.tools.loaded_run import LoadedRun, load_run
+from popmarl.tools.pools import Pool
 
 CACHE_FILE = "rank.json"
 DEFAULT_EPISODES = 200
 DEFAULT_MAX_PAIRS = 2000
+#: The ratings a report has by default, in its order (those not installed are left out).
+RATINGS = ("elo", "alpharank", "nash_averaging")
+#: The columns :func:`format_ratings` shows first, in this order; others follow.
+COLUMNS = ("elo", "alpharank", "nash_averaging", "nash_weight")
 
 
 @attrs.frozen(kw_only=True)
@@ -206,40 +213,68 @@ def _write_caches(paths: Sequence[Path], fresh: Mapping[str, Any], cells: Sequen
         write_json(path / CACHE_FILE, {"pairings": {**old, **mine}})
 
 
-def ratings(t: Tournament) -> dict[str, Any]:
-    """Per player: Elo and, with popmarl-solvers installed, α-Rank mass and Nash-averaging
-    rating (and weight in the maximum-entropy Nash); ``note`` says what was left out."""
-    won, drawn = head_to_head(*t.outcomes, shared=t.shared)
+def ratings(t: Tournament, names: Sequence[str] = RATINGS, *, registries: Registries | None = None) -> dict[str, Any]:
+    """Per player, the figures of each rating of ``names`` found in ``registries`` (default:
+    ``popmarl.ratings``), in that order; ``note`` says which were left out, not installed."""
+    registry = (registries or Registries.current()).get("ratings")
+    play = CrossPlay(returns=t.returns, outcomes=t.outcomes, shared=t.shared)
     players = list(t.rows) if t.shared else [*t.rows, *t.columns]
-    table: dict[str, Any] = {"elo": elo(won, drawn)}
-    note = ""
-    try:
-        from popmarl_solvers.ratings import alpharank_ratings, nash_averaging, nash_averaging_avt
-    except ImportError:
-        note = "alpha-rank and nash averaging need the popmarl-solvers plugin"
-    else:
-        if t.shared:
-            m = (t.returns[0] + t.returns[1].T) / 2  # i's mean return against j over both seat orders
-            np.fill_diagonal(m, 0.0)
-            (table["alpharank"],) = alpharank_ratings(np.stack([m, m.T]), symmetric=True)
-            table["nash_weight"], table["nash_averaging"] = nash_averaging((m - m.T) / 2)
-        else:
-            table["alpharank"] = np.concatenate(alpharank_ratings(t.returns, symmetric=False))
-            (x, y), (agents, tasks) = nash_averaging_avt((t.returns[0] - t.returns[1]) / 2)
-            table["nash_weight"] = np.concatenate([x, y])
-            table["nash_averaging"] = np.concatenate([agents, tasks])
+    table: dict[str, Any] = {}
+    for name in names:
+        if name in registry:
+            rating: Rating = registry.load(name)()
+            table.update(_figures(name, rating.rate(play), play.players))
+    missing = [name for name in names if name not in registry]
     rows = [{"player": p.name, "run": t.runs[p.run], "policy": p.policy_id, "seat": p.seat or "both",
              **{k: float(v[n]) for k, v in table.items()}} for n, p in enumerate(players)]
     return {"mode": "shared" if t.shared else "per_seat", "agents": list(t.agents), "exact": t.exact,
-            "episodes": t.episodes, "pairs": t.pairs, "played": t.played, "players": rows, "note": note}
+            "episodes": t.episodes, "pairs": t.pairs, "played": t.played, "players": rows,
+            "note": _left_out(registry, missing)}
+
+
+def _figures(name: str, figures: Mapping[str, Any], players: int) -> dict[str, np.ndarray]:
+    """A rating's answer, each column one finite figure per player; else a one-line error
+    (the rating's bug, as a meta-solver's wrong answer is)."""
+    checked = {}
+    for column, values in figures.items():
+        array = np.asarray(values, dtype=float)
+        if array.shape != (players,) or not np.all(np.isfinite(array)):
+            raise PopmarlError(f"rating {name!r}: {column} must be one finite figure per player ({players}), "
+                               f"got shape {array.shape}")
+        checked[column] = array
+    return checked
+
+
+def _left_out(registry: Registry, missing: Sequence[str]) -> str:
+    """What the note says of the ratings ``missing`` from ``registry``: the plugin of a
+    popmarl checkout that registers each, where one does, else that none is installed."""
+    by_plugin: dict[tuple[str, str], list[str]] = {}
+    unknown = []
+    for name in missing:
+        plugin = next((p for p in checkout_plugins() if name in p.components.get(registry.kind, ())), None)
+        if plugin is None:
+            unknown.append(name)
+        else:
+            by_plugin.setdefault((plugin.distribution, plugin.directory), []).append(name)
+    notes = [f"{' and '.join(names)} need the {distribution} plugin (from a popmarl checkout: "
+             f"pip install ./plugins/{directory})" for (distribution, directory), names in by_plugin.items()]
+    if unknown:
+        notes.append(f"{' and '.join(unknown)} left out: no rating of that name is installed "
+                     "(popmarl plugins lists the installed ones)")
+    return "; ".join(notes)
+
+
+#: The keys of a player's entry that are not ratings.
+_NAMES = ("player", "run", "policy", "seat")
 
 
 def format_ratings(report: Mapping[str, Any]) -> str:
     """The ratings as a table, best Elo first (per seat when the tournament is per seat)."""
-    columns = [c for c in ("elo", "alpharank", "nash_averaging", "nash_weight") if c in report["players"][0]]
+    found = report["players"][0]
+    columns = [c for c in COLUMNS if c in found] + [c for c in found if c not in COLUMNS and c not in _NAMES]
     width = max(len("player"), *(len(p["player"]) for p in report["players"])) + 2
     lines = [f"{'player':<{width}}{'seat':<10}" + "".join(f"{c:>16}" for c in columns)]
-    ranked = sorted(report["players"], key=lambda p: (p["seat"], -p["elo"]))
+    ranked = sorted(report["players"], key=lambda p: (p["seat"], -p.get("elo", 0.0)))
     for p in ranked:
         lines.append(f"{p['player']:<{width}}{p['seat']:<10}" + "".join(f"{p[c]:>16.4f}" for c in columns))
     return "\n".join(lines)
