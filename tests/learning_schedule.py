@@ -18,7 +18,7 @@ import numpy as np
 from popmarl.interfaces.algorithm import Algorithm, PolicySpace
 from popmarl.builtin.matrix_env import MixedStrategyPolicy
 from popmarl.errors import CheckpointError
-from popmarl.data.records import Episode
+from popmarl.data.episodes import Episode
 from popmarl.interfaces.spaces import Discrete
 from popmarl.interfaces.trainer import Trainer, TrainerState
 

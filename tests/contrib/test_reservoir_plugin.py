@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import popmarl
-from popmarl.data.records import Episode, Observations
+from popmarl.data.episodes import Episode, Observations
 
 DIST = "popmarl-reservoir"
 SETTINGS = {

@@ -18,8 +18,11 @@ from popmarl.builtin.random_policy import BoxRandomPolicy, UniformRandomPolicy
 from popmarl.interfaces.env import Env
 from popmarl.errors import ConfigError
 from popmarl.interfaces.policy import Policy
-from popmarl.data.records import Episode, LearnerSpec, Opponents, TrainBudget, TrainTask
-from popmarl.engine.rollout import OpponentDraw, RolloutWorker, Seating
+from popmarl.data.episodes import Episode
+from popmarl.data.learners import LearnerSpec
+from popmarl.data.tasks import Opponents, TrainBudget, TrainTask
+from popmarl.engine.rollout import RolloutWorker
+from popmarl.engine.seating import OpponentDraw, Seating
 from popmarl.interfaces.spaces import Discrete
 from popmarl.interfaces.trainer import Trainer, TrainerState
 from popmarl.data.trajectories import JointEpisodes
@@ -254,7 +257,7 @@ def _team_agents(env: Env, algorithm: Algorithm, names: Mapping[str, str] | None
 
 
 def _snapshot(population: str) -> Any:
-    from popmarl.data.records import PolicySpec
+    from popmarl.data.policies import PolicySpec
 
     return PolicySpec(policy_id=f"{population}/1", population=population, algorithm="joint_random", iteration=1)
 

@@ -11,7 +11,7 @@ from open_spiel.python import policy as spiel_policy
 
 import popmarl
 from popmarl.interfaces.policy import ExplicitPolicy, Policy
-from popmarl.data.records import Observations
+from popmarl.data.episodes import Observations
 from popmarl_openspiel.env import OpenSpielEnv
 from popmarl_openspiel.tabular import TabularPolicy
 

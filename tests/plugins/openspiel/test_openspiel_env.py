@@ -237,7 +237,8 @@ def test_explore_does_not_step_games_it_no_longer_needs(make_env):
     """Once the last episode has started, games that finish stay finished: the env is
     asked for about the decisions the learner's episodes need, not for throwaway games
     restarted over and over while the last ones end."""
-    from popmarl.engine.rollout import OpponentDraw, RolloutWorker, Seating
+    from popmarl.engine.rollout import RolloutWorker
+    from popmarl.engine.seating import OpponentDraw, Seating
 
     env = make_env("leduc_poker")
     asked, ended = [], []

@@ -17,7 +17,7 @@ from popmarl.cli import main
 from popmarl.tools.evaluate import load_run
 
 pytest.importorskip("popmarl_tianshou")
-from popmarl_tianshou.policy import QPolicy, TorchPolicy  # noqa: E402
+from popmarl_torch.policies import QPolicy, TorchPolicy  # noqa: E402
 
 CONFIG = {
     "scenario": "psro", "seed": 0,

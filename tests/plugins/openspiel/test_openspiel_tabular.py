@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from openspiel_helpers import random_tabular
 
-from popmarl.data.records import Observations
+from popmarl.data.episodes import Observations
 from popmarl_openspiel.tabular import TabularPolicy
 
 

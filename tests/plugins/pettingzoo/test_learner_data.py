@@ -15,8 +15,11 @@ import pytest
 from popmarl.interfaces.algorithm import PolicySpace
 from popmarl.interfaces.agent import AgentInterface
 from popmarl.engine.learners import Learners
-from popmarl.data.records import Episode, LearnerInit, LearnerSpec, TrainBudget, TrainTask
-from popmarl.engine.rollout import OpponentDraw, RolloutWorker, Seating
+from popmarl.data.episodes import Episode
+from popmarl.data.learners import LearnerInit, LearnerSpec
+from popmarl.data.tasks import TrainBudget, TrainTask
+from popmarl.engine.rollout import RolloutWorker
+from popmarl.engine.seating import OpponentDraw, Seating
 from popmarl.interfaces.spaces import Box
 from popmarl.engine.learner_loop import run_task
 from popmarl_pettingzoo import PettingZooEnv

@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 import popmarl
-from popmarl.data.records import Observations
+from popmarl.data.episodes import Observations
 
 pytest.importorskip("popmarl_tianshou")
 from testkit.run_files import (

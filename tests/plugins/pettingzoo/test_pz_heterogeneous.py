@@ -19,7 +19,7 @@ from popmarl.tools.evaluate import load_run
 from popmarl.runs.rundir import RunDirectory
 
 pytest.importorskip("popmarl_tianshou")
-from popmarl_tianshou.policy import CategoricalPolicy, QPolicy  # noqa: E402
+from popmarl_torch.policies import CategoricalPolicy, QPolicy  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore:The old environment creation API:DeprecationWarning")
 

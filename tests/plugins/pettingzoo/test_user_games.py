@@ -19,7 +19,8 @@ import yaml
 from pettingzoo.test import api_test, parallel_api_test
 from popmarl.config.schema import ComponentConfig
 from popmarl.interfaces.policy import ExplicitPolicy
-from popmarl.data.records import Observations, Weights
+from popmarl.data.episodes import Observations
+from popmarl.data.policies import Weights
 from popmarl.runs.runner import build
 
 import user_allocation as blotto

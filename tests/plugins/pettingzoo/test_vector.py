@@ -13,7 +13,8 @@ import numpy as np
 import popmarl
 import pytest
 from popmarl.interfaces.algorithm import PolicySpace
-from popmarl.engine.rollout import OpponentDraw, RolloutWorker, Seating
+from popmarl.engine.rollout import RolloutWorker
+from popmarl.engine.seating import OpponentDraw, Seating
 from popmarl.interfaces.spaces import Box, Discrete
 from popmarl_pettingzoo import PettingZooEnv
 from popmarl_pettingzoo.spaces import ObservationCodec

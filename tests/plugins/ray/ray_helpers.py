@@ -23,13 +23,12 @@ from popmarl.builtin.exact_matrix_br import ExactMatrixBR, ExactMatrixBRConfig
 from popmarl.config.schema import validate
 from popmarl.errors import CheckpointError
 from popmarl.interfaces.policy import ExplicitPolicy, masked_uniform, sample_rows
-from popmarl.data.records import (
+from popmarl.data.episodes import Episode, Observations
+from popmarl.data.tasks import (
     BestResponseResult,
     BestResponseTask,
     EvalResult,
     EvalTask,
-    Episode,
-    Observations,
     TrainResult,
     TrainTask,
 )

@@ -15,7 +15,10 @@ import popmarl
 from popmarl.interfaces.agent import AgentInterface
 from popmarl.interfaces.algorithm import PolicySpace
 from popmarl.engine.learners import Learners
-from popmarl.data.records import Episode, EpisodeBatch, LearnerSpec, Opponents, PolicySpec, TrainBudget, TrainTask
+from popmarl.data.episodes import Episode, EpisodeBatch
+from popmarl.data.learners import LearnerSpec
+from popmarl.data.policies import PolicySpec
+from popmarl.data.tasks import Opponents, TrainBudget, TrainTask
 from popmarl.engine.rollout import RolloutWorker
 from popmarl.interfaces.trainer import Trainer
 from popmarl.engine.learner_loop import run_task

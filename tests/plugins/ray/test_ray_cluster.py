@@ -265,7 +265,7 @@ def test_a_read_only_observation_batch_makes_no_torch_warning() -> None:
     import torch
 
     from popmarl.interfaces.spaces import Box
-    from popmarl_tianshou.nets import features
+    from popmarl_torch.features import features
 
     obs = ray.get(ray.put(np.arange(12, dtype=np.float32).reshape(4, 3)))
     assert not obs.flags.writeable

@@ -18,12 +18,12 @@ from popmarl.builtin.exact_matrix_br import ExactMatrixBR
 from popmarl.builtin.matrix_env import MatrixEnv
 from popmarl.cli import main
 from popmarl.data.population import AgentMapping
-from popmarl.data.records import (
+from popmarl.data.learners import LearnerSpec
+from popmarl.data.policies import PolicySpec
+from popmarl.data.tasks import (
     BestResponseResult,
     BestResponseTask,
-    LearnerSpec,
     Opponents,
-    PolicySpec,
     TrainResult,
     TrainTask,
 )

@@ -21,7 +21,10 @@ from popmarl.interfaces.agent import AgentInterface
 from popmarl.interfaces.algorithm import PolicySpace
 from popmarl.engine.learners import Learners
 from popmarl.gametheory.payoffs import PayoffTable
-from popmarl.data.records import Episode, EpisodeBatch, LearnerSpec, PolicySpec, TrainBudget, TrainTask
+from popmarl.data.episodes import Episode, EpisodeBatch
+from popmarl.data.learners import LearnerSpec
+from popmarl.data.policies import PolicySpec
+from popmarl.data.tasks import TrainBudget, TrainTask
 from popmarl.interfaces.trainer import Trainer
 from popmarl.engine.learner_loop import run_task
 from popmarl_ray.feed import RayFeed, stream_of

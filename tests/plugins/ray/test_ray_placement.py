@@ -20,7 +20,10 @@ from popmarl.interfaces.algorithm import PolicySpace, TrainerContext
 from popmarl.interfaces.backend import Components, RunSetup
 from popmarl.builtin.matrix_env import MatrixEnv
 from popmarl.data.population import AgentMapping
-from popmarl.data.records import Episode, LearnerSpec, Observations, Opponents, PolicySpec, TrainBudget, TrainTask
+from popmarl.data.episodes import Episode, Observations
+from popmarl.data.learners import LearnerSpec
+from popmarl.data.policies import PolicySpec
+from popmarl.data.tasks import Opponents, TrainBudget, TrainTask
 from popmarl.runs.runner import policy_spaces
 from popmarl.interfaces.trainer import Trainer
 from popmarl.data.trajectories import JointEpisodes

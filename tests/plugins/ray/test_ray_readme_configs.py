@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 import popmarl
-from popmarl.config.schema import apply_overrides, validate
+from popmarl.config.loading import apply_overrides
+from popmarl.config.schema import validate
 
 from readme_configs import readme_configs, short
 

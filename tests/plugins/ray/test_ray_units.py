@@ -13,11 +13,14 @@ from ray.exceptions import ActorDiedError, RayTaskError
 
 from popmarl.errors import ConfigError
 from popmarl.data.outcomes import PlayedGames
-from popmarl.data.records import Episode, EpisodeBatch, EvalTask, LearnerInit, LearnerSpec, LearnerState, TrainResult, TrainTask
+from popmarl.data.seeds import derive_seed
+from popmarl.data.episodes import Episode, EpisodeBatch
+from popmarl.data.learners import LearnerInit, LearnerSpec, LearnerState
+from popmarl.data.tasks import EvalTask, TrainResult, TrainTask
 from popmarl_ray import RayConfig
 from popmarl_ray.faults import RayBackendError, Retries, actor_died, first_line
 from popmarl_ray.placement import Placement
-from popmarl_ray.scheduling import derive_seed, split
+from popmarl_ray.spreading import split
 from popmarl_ray.servers import Batch, EpisodeServerActor, ParameterServerActor
 
 

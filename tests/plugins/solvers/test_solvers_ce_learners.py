@@ -15,7 +15,7 @@ import pytest
 import popmarl
 from popmarl.interfaces.algorithm import Algorithm, PolicySpace
 from popmarl.builtin.matrix_env import MixedStrategyPolicy
-from popmarl.data.records import Episode
+from popmarl.data.episodes import Episode
 from popmarl.interfaces.spaces import Discrete
 from popmarl.interfaces.trainer import Trainer, TrainerState
 

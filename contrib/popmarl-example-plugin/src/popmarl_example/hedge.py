@@ -12,8 +12,7 @@ from __future__ import annotations
 import attrs
 import numpy as np
 
-import popmarl
-from popmarl.gametheory.metagame import deviation_payoffs
+from popmarl.api import MetaSolver, deviation_payoffs
 
 
 @attrs.frozen(kw_only=True)
@@ -31,7 +30,7 @@ def _softmax(logit: np.ndarray) -> np.ndarray:
     return weights / weights.sum()
 
 
-class Hedge(popmarl.MetaSolver):
+class Hedge(MetaSolver):
     """Average strategies of multiplicative-weights self-play on the payoff tensor."""
 
     Config = HedgeConfig

@@ -8,13 +8,11 @@ quantal-response oracle, as in smoothed fictitious play).
 
 from __future__ import annotations
 
-
 import attrs
 import numpy as np
 
-import popmarl
-from popmarl.builtin.matrix_env import MixedStrategyPolicy
-from popmarl.gametheory.metagame import deviation_payoffs
+from popmarl.api import (Algorithm, BestResponseProblem, ConfigError, Discrete, MixedStrategyPolicy, PolicySpace,
+                         deviation_payoffs)
 
 
 @attrs.frozen(kw_only=True)
@@ -24,7 +22,8 @@ class SoftmaxBRConfig:
     temperature: float = attrs.field(default=0.05, validator=attrs.validators.gt(0))
 
 
-# The matrix env's own mixed-strategy policy plays a fixed mixture of its actions.
+# The API's mixed-strategy policy plays a fixed mixture of its actions (the matrix env
+# reads its probabilities for exact evaluation).
 SoftmaxPolicy = MixedStrategyPolicy
 
 
@@ -34,21 +33,21 @@ def softmax(values: np.ndarray, temperature: float) -> np.ndarray:
     return weights / weights.sum()
 
 
-class SoftmaxBR(popmarl.Algorithm):
+class SoftmaxBR(Algorithm):
     """The logit response to the meta-strategy, for env ``matrix`` (any number of players)."""
 
     Config = SoftmaxBRConfig
 
-    def make_policy(self, *, space: popmarl.PolicySpace, seed: int) -> SoftmaxPolicy:
-        if not isinstance(space.action_space, popmarl.Discrete):
-            raise popmarl.ConfigError(f"algorithm softmax_br: population {space.population} needs discrete actions")
+    def make_policy(self, *, space: PolicySpace, seed: int) -> SoftmaxPolicy:
+        if not isinstance(space.action_space, Discrete):
+            raise ConfigError(f"algorithm softmax_br: population {space.population} needs discrete actions")
         n = space.action_space.n
         return SoftmaxPolicy(np.full(n, 1.0 / n))
 
-    def best_response(self, problem: popmarl.BestResponseProblem) -> SoftmaxPolicy:
+    def best_response(self, problem: BestResponseProblem) -> SoftmaxPolicy:
         env = problem.env
         if not hasattr(env, "payoffs") or not hasattr(env, "mixed_strategies"):
-            raise popmarl.ConfigError("algorithm softmax_br: works only with env 'matrix' (a payoff tensor)")
+            raise ConfigError("algorithm softmax_br: works only with env 'matrix' (a payoff tensor)")
         deviations = deviation_payoffs(env.payoffs, env.mixed_strategies(problem.opponents))
         # A policy playing several seats (agents.mapping: shared) responds to their sum.
         values = sum(deviations[env.agents.index(agent)] for agent in problem.space.agents)

@@ -17,7 +17,8 @@ from collections.abc import Mapping, Sequence
 import attrs
 import numpy as np
 
-import popmarl
+from popmarl.api import (Algorithm, ConfigError, Discrete, Episode, ExplicitPolicy, Observations, Policy, PolicySpace,
+                         Trainer, TrainerState)
 
 
 @attrs.frozen(kw_only=True)
@@ -30,14 +31,14 @@ class SoftmaxPGConfig:
     baseline_rate: float = attrs.field(default=0.1, validator=[attrs.validators.gt(0), attrs.validators.le(1)])
 
 
-class LinearSoftmaxPolicy(popmarl.ExplicitPolicy):
+class LinearSoftmaxPolicy(ExplicitPolicy):
     """Action probabilities ``softmax(obs @ w + b)`` over the legal actions, sampled in
     training and evaluation alike (a mixed strategy is often the point)."""
 
     def __init__(self, w: np.ndarray, b: np.ndarray) -> None:
         self.w, self.b = w, b
 
-    def probabilities(self, batch: popmarl.Observations) -> np.ndarray:
+    def probabilities(self, batch: Observations) -> np.ndarray:
         logits = np.asarray(batch.obs, dtype=float).reshape(len(batch), -1) @ self.w + self.b
         if batch.mask is not None:
             logits = np.where(np.asarray(batch.mask, dtype=bool), logits, -np.inf)
@@ -55,7 +56,7 @@ class LinearSoftmaxPolicy(popmarl.ExplicitPolicy):
         self.w, self.b = w.copy(), b.copy()
 
 
-class Reinforce(popmarl.Trainer):
+class Reinforce(Trainer):
     """REINFORCE with a running baseline and momentum on ``policy``."""
 
     def __init__(self, policy: LinearSoftmaxPolicy, config: SoftmaxPGConfig) -> None:
@@ -64,12 +65,12 @@ class Reinforce(popmarl.Trainer):
         self.baseline = 0.0
         self.updates = 0
 
-    def update(self, episodes: Sequence[popmarl.Episode]) -> Mapping[str, float]:
+    def update(self, episodes: Sequence[Episode]) -> Mapping[str, float]:
         obs = np.concatenate([np.asarray(e.obs, dtype=float).reshape(len(e.actions), -1) for e in episodes])
         masks = None if any(e.masks is None for e in episodes) else np.concatenate([e.masks for e in episodes])
         actions = np.concatenate([np.asarray(e.actions, dtype=int) for e in episodes])
         to_go = np.concatenate([np.cumsum(np.asarray(e.rewards, dtype=float)[::-1])[::-1] for e in episodes])
-        probs = self.policy.probabilities(popmarl.Observations(obs=obs, mask=masks))
+        probs = self.policy.probabilities(Observations(obs=obs, mask=masks))
         step = (np.eye(probs.shape[1])[actions] - probs) * (to_go - self.baseline)[:, None] / len(episodes)
         grads = {"w": obs.T @ step, "b": step.sum(axis=0)}
         for name, grad in grads.items():
@@ -82,39 +83,39 @@ class Reinforce(popmarl.Trainer):
         # "updates" is the task's own count; this one runs over the learner's whole life.
         return {"baseline": self.baseline, "total_updates": float(self.updates)}
 
-    def state(self) -> popmarl.TrainerState:
+    def state(self) -> TrainerState:
         buffer = io.BytesIO()
         np.savez(buffer, w=self.velocity["w"], b=self.velocity["b"])
         counters = {"baseline": self.baseline, "updates": self.updates}
         return {"trainer.json": json.dumps(counters).encode(), "velocity.npz": buffer.getvalue()}
 
-    def load_state(self, state: popmarl.TrainerState) -> None:
+    def load_state(self, state: TrainerState) -> None:
         counters = json.loads(state["trainer.json"])
         self.baseline, self.updates = float(counters["baseline"]), int(counters["updates"])
         with np.load(io.BytesIO(state["velocity.npz"]), allow_pickle=False) as data:
             self.velocity = {name: np.array(data[name]) for name in ("w", "b")}
 
 
-class SoftmaxPG(popmarl.Algorithm):
+class SoftmaxPG(Algorithm):
     """A linear softmax policy trained by REINFORCE, for discrete actions."""
 
     Config = SoftmaxPGConfig
     config: SoftmaxPGConfig
 
-    def make_policy(self, *, space: popmarl.PolicySpace, seed: int) -> LinearSoftmaxPolicy:
-        if not isinstance(space.action_space, popmarl.Discrete):
-            raise popmarl.ConfigError(f"algorithm softmax_pg: population {space.population} needs discrete actions")
+    def make_policy(self, *, space: PolicySpace, seed: int) -> LinearSoftmaxPolicy:
+        if not isinstance(space.action_space, Discrete):
+            raise ConfigError(f"algorithm softmax_pg: population {space.population} needs discrete actions")
         n_obs = int(np.prod(getattr(space.observation_space, "shape", (1,))))
         rng = np.random.default_rng(seed)
         return LinearSoftmaxPolicy(rng.normal(0.0, 0.01, (n_obs, space.action_space.n)),
                                    np.zeros(space.action_space.n))
 
-    def initial_policy(self, *, space: popmarl.PolicySpace, seed: int) -> LinearSoftmaxPolicy:
+    def initial_policy(self, *, space: PolicySpace, seed: int) -> LinearSoftmaxPolicy:
         """Uniform play (zero weights), as a learner's first policy."""
         policy = self.make_policy(space=space, seed=seed)
         policy.set_weights({"w": np.zeros_like(policy.w), "b": np.zeros_like(policy.b)})
         return policy
 
-    def make_trainer(self, *, policy: popmarl.Policy, space: popmarl.PolicySpace, seed: int) -> Reinforce:
+    def make_trainer(self, *, policy: Policy, space: PolicySpace, seed: int) -> Reinforce:
         assert isinstance(policy, LinearSoftmaxPolicy)
         return Reinforce(policy, self.config)

@@ -19,8 +19,8 @@ from typing import Any
 import attrs
 import numpy as np
 
-from popmarl import (ConfigError, EvalTask, IterativeScenario, LearnerInit, LearnerSpec, Opponents, PolicySpec,
-                     TrainBudget, TrainTask)
+from popmarl.api import (ConfigError, EvalTask, IterativeScenario, LearnerInit, LearnerSpec, Opponents, PolicySpec,
+                         TrainBudget, TrainTask)
 
 
 @attrs.frozen(kw_only=True)

@@ -9,8 +9,7 @@ import argparse
 import sys
 from typing import Any
 
-from popmarl.errors import UserError
-from popmarl.interfaces.hookspec import hookimpl
+from popmarl.api import UserError, hookimpl
 
 
 def sync_command(args: argparse.Namespace) -> int:

@@ -17,7 +17,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import attrs
 
-from popmarl.data.atomic import write_json
+from popmarl.api import write_json
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from popmarl.data.atomic import write_bytes
+from popmarl.api import write_bytes
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -150,7 +150,7 @@ def ratings(history: Mapping[str, Sequence[tuple[float, float]]], path: str | os
 def payoffs(payoffs_file: str | os.PathLike[str], path: str | os.PathLike[str]) -> Path:
     """The payoff table of ``payoffs.npz`` as a heat map: agent 0's payoffs, rows its
     policies, columns agent 1's; unevaluated entries blank. Other agent counts: a note."""
-    from popmarl.gametheory.payoffs import PayoffTable
+    from popmarl.api import PayoffTable
 
     table, ids = PayoffTable.load(payoffs_file)
     if len(table.agents) != 2:

@@ -23,9 +23,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from popmarl.interfaces.hookspec import hookimpl
-from popmarl.data.records import RunInfo
-from popmarl.interfaces.tracker import Tracker
+from popmarl.api import RunInfo, Tracker, hookimpl
 from popmarl_mlflow.drawing import DrawingProcess, Update
 from popmarl_mlflow.sync import read_metrics
 
@@ -51,8 +49,7 @@ class PlotsConfig:
 def checkpoint_meta(run_dir: Path) -> dict[str, list[float]]:
     """Each population's current meta-strategy, from the last checkpoint (the mean of the
     mixtures of the seats that draw from it); ``{}`` where the checkpoint has none."""
-    from popmarl.errors import CheckpointError
-    from popmarl.gametheory.payoffs import PayoffTable
+    from popmarl.api import CheckpointError, PayoffTable
 
     seats: dict[str, list[np.ndarray]] = {}
     try:

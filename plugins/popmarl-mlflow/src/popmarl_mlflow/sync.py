@@ -13,7 +13,7 @@ from typing import Any
 
 import attrs
 
-from popmarl.errors import UserError
+from popmarl.api import UserError
 from popmarl_mlflow.connection import DEFAULT_EXPERIMENT, HttpLimits, OpenedRun, limited, open_run, refused_store, resolve_tracking_uri
 from popmarl_mlflow.writer import RunWriter
 
@@ -65,7 +65,7 @@ def plugin_tags() -> dict[str, str]:
     """``popmarl.<kind>.<name>`` -> ``"<distribution> <version>"`` for every installed
     component, and ``popmarl.plugins.<name>`` for every hook plugin."""
     import popmarl
-    from popmarl.plugins.registry import KINDS
+    from popmarl.api import KINDS
 
     tags = {}
     for kind in KINDS:

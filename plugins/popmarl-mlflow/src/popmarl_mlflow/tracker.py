@@ -18,9 +18,7 @@ from typing import Any
 
 import attrs
 
-from popmarl.interfaces.hookspec import hookimpl
-from popmarl.data.records import RunInfo
-from popmarl.interfaces.tracker import Tracker
+from popmarl.api import RunInfo, Tracker, hookimpl
 from popmarl_mlflow.connection import (
     DEFAULT_EXPERIMENT,
     HttpLimits,

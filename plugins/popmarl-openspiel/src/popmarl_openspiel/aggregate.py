@@ -13,8 +13,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from popmarl.interfaces.policy import ExplicitPolicy, Policy
-from popmarl.data.records import Observations
+from popmarl.api import ExplicitPolicy, Observations, Policy
 from popmarl_openspiel.sequence_form import behaviour, realization_plan
 from popmarl_openspiel.tree import InfoStates
 

@@ -13,10 +13,7 @@ from __future__ import annotations
 
 import attrs
 
-from popmarl.interfaces.algorithm import Algorithm, BestResponseProblem, PolicySpace
-from popmarl.interfaces.env import Env
-from popmarl.errors import ConfigError
-from popmarl.interfaces.spaces import Discrete
+from popmarl.api import Algorithm, BestResponseProblem, ConfigError, Discrete, Env, PolicySpace
 from popmarl_openspiel.env import OpenSpielEnv
 from popmarl_openspiel.exploitability import Implementation
 from popmarl_openspiel.tabular import TabularPolicy, player_of

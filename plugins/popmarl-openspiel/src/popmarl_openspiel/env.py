@@ -19,10 +19,7 @@ import attrs
 import numpy as np
 import pyspiel
 
-from popmarl.interfaces.env import CorrelatedProfile, ExactEnv, MixedProfile, Profile
-from popmarl.errors import ConfigError
-from popmarl.data.records import Observations
-from popmarl.interfaces.spaces import Box, Discrete
+from popmarl.api import Box, ConfigError, CorrelatedProfile, Discrete, ExactEnv, MixedProfile, Observations, Profile
 from popmarl_openspiel.exact import ExactGame
 from popmarl_openspiel.export import write_policy
 from popmarl_openspiel.game import ObservationKind, SpielGame, base_name, unknown_game_message

@@ -18,10 +18,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from popmarl.interfaces.env import CorrelatedProfile, MixedProfile, Profile
-from popmarl.errors import ConfigError
-from popmarl.data.outcomes import outcome_indicators
-from popmarl.interfaces.policy import Policy
+from popmarl.api import ConfigError, CorrelatedProfile, MixedProfile, Policy, Profile, outcome_indicators
 from popmarl_openspiel.aggregate import mixture_plan, policy_table
 from popmarl_openspiel.exploitability import Implementation, SpielOracle
 from popmarl_openspiel.game import SpielGame

@@ -23,7 +23,7 @@ import pyspiel
 from open_spiel.python import policy as spiel_policy
 from open_spiel.python.algorithms import get_all_states
 
-from popmarl.errors import CheckpointError
+from popmarl.api import CheckpointError
 from popmarl_openspiel.game import SpielGame
 from popmarl_openspiel.tree import GameTree
 

@@ -1,6 +1,6 @@
 """Loading a pyspiel game from config values, and the facts the adapter needs about it.
 
-Every bad value becomes a :class:`~popmarl.errors.ConfigError` naming its dotted path
+Every bad value becomes a :class:`~popmarl.api.ConfigError` naming its dotted path
 (``env.params.game``, ``env.params.game_params``, ``env.params.observation``) and what
 is allowed, so a typo never surfaces as a pyspiel traceback.
 """
@@ -14,8 +14,7 @@ import attrs
 import numpy as np
 import pyspiel
 
-from popmarl.errors import ConfigError
-from popmarl.config.conversion import did_you_mean
+from popmarl.api import ConfigError, did_you_mean
 
 ObservationKind = Literal["info_state", "observation"]
 ParamValue = int | float | bool | str

@@ -16,8 +16,7 @@ from typing import Any
 import numpy as np
 import pyspiel
 
-from popmarl.interfaces.match import Action
-from popmarl.interfaces.match import Match
+from popmarl.api import Action, Match
 from popmarl_openspiel.game import SpielGame
 from popmarl_openspiel.tabular import player_of
 

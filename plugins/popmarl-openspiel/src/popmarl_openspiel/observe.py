@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pyspiel
 
-from popmarl.data.records import Observations
+from popmarl.api import Observations
 from popmarl_openspiel.game import SpielGame
 from popmarl_openspiel.tabular import player_of
 

@@ -13,8 +13,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from popmarl.interfaces.policy import ExplicitPolicy
-from popmarl.data.records import Observations, Weights
+from popmarl.api import ExplicitPolicy, Observations, Weights
 
 
 def player_of(agent: str) -> int:

@@ -17,8 +17,7 @@ import numpy as np
 import pyspiel
 from open_spiel.python import observation as spiel_observation
 
-from popmarl.interfaces.env import Step, VectorEnv
-from popmarl.data.records import Observations
+from popmarl.api import Observations, Step, VectorEnv
 from popmarl_openspiel.game import SpielGame
 
 TensorFill = Callable[[Sequence[pyspiel.State], int], np.ndarray]

@@ -17,10 +17,7 @@ from typing import Any, Literal
 import attrs
 import gymnasium.spaces as gs
 import numpy as np
-from popmarl.interfaces.env import Env, VectorEnv
-from popmarl.errors import ConfigError
-from popmarl.data.records import Observations
-from popmarl.interfaces.spaces import Box, Discrete
+from popmarl.api import Box, ConfigError, Discrete, Env, Observations, VectorEnv
 
 from popmarl_pettingzoo.loading import (MODULE, Api, choose_factory, construct, default_path, import_target,
                                        registered)
@@ -52,7 +49,7 @@ class PettingZooConfig:
     steps; ``flatten``: Box observations as 1-D vectors (else they keep their shape);
     ``has_chance``: whether chance takes part in play (dice, shuffled cards, random
     starts) — PettingZoo cannot tell, so the game's author says so; it sets
-    :attr:`popmarl.interfaces.env.Env.has_chance`, and a ``psro`` best response then trains against
+    :attr:`popmarl.api.Env.has_chance`, and a ``psro`` best response then trains against
     its opponents' policies as they are (no opponent exploration unless ``training``
     sets one)."""
 

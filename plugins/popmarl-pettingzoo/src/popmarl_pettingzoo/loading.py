@@ -20,8 +20,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Literal
 
-from popmarl.errors import ConfigError
-from popmarl.config.conversion import did_you_mean
+from popmarl.api import ConfigError, did_you_mean
 
 Api = Literal["aec", "parallel"]
 

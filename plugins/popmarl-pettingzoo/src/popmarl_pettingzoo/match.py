@@ -12,10 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
-from popmarl.errors import UserError
-from popmarl.interfaces.match import Action
-from popmarl.interfaces.match import Match
-from popmarl.interfaces.spaces import Discrete
+from popmarl.api import Action, Discrete, Match, UserError
 
 from popmarl_pettingzoo.boards import board_for
 from popmarl_pettingzoo.spaces import MASK_KEY, ActionCodec, ObservationCodec

@@ -15,9 +15,7 @@ from typing import Any, Literal
 
 import gymnasium.spaces as gs
 import numpy as np
-from popmarl.errors import ConfigError
-from popmarl.data.records import Observations
-from popmarl.interfaces.spaces import Box, Discrete, Space
+from popmarl.api import Box, ConfigError, Discrete, Observations, Space
 
 MaskSource = Literal["obs", "info"] | None
 MASK_KEY = "action_mask"

@@ -1,7 +1,7 @@
 """Vectors of PettingZoo games: N env instances stepped together, one batch per agent.
 
-Each :class:`~popmarl.interfaces.env.Step` gathers the decisions of every acting agent across the
-copies into one :class:`~popmarl.data.records.Observations` per agent (arrays allocated at
+Each :class:`~popmarl.api.Step` gathers the decisions of every acting agent across the
+copies into one :class:`~popmarl.api.Observations` per agent (arrays allocated at
 their final size and filled row by row; they belong to the caller), so the rollout
 engine makes one policy call per population per step. Episode returns are summed per
 copy in ``possible_agents`` order; finished copies reset at once, and their first
@@ -27,8 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
-from popmarl.interfaces.env import Step, VectorEnv
-from popmarl.data.records import Observations
+from popmarl.api import Observations, Step, VectorEnv
 
 from popmarl_pettingzoo.spaces import ActionCodec, ObservationCodec
 

@@ -1,8 +1,8 @@
 """The rollout worker and learner actors.
 
 Each actor rebuilds the run's env and each population's algorithm from the
-:class:`~popmarl.interfaces.backend.RunSetup` (component names and params) and keeps its own copy
-of the frozen policies in a core :class:`~popmarl.engine.executor.Executor`, which runs the
+:class:`~popmarl.api.RunSetup` (component names and params) and keeps its own copy
+of the frozen policies in a core :class:`~popmarl.api.engine.Executor`, which runs the
 evaluate tasks and holds the learner actor's learners by key. A failure
 while building is kept and raised by ``ready``, so it reaches the driver as the
 component's own error rather than as a dead actor.
@@ -19,24 +19,9 @@ import attrs
 import numpy as np
 import ray
 
-from popmarl.interfaces.algorithm import Algorithm
-from popmarl.interfaces.backend import Components, RunSetup
-from popmarl.engine.executor import Executor
-from popmarl.interfaces.policy import Policy
-from popmarl.data.records import (
-    BestResponseResult,
-    BestResponseTask,
-    EvalResult,
-    EvalTask,
-    LearnerSpec,
-    TrainResult,
-    TrainTask,
-    Weights,
-)
-from popmarl.plugins.registries import Registries
-from popmarl.engine.rollout import OpponentDraw, Seating
-from popmarl.data.seeds import derive_seed
-from popmarl.engine.learner_loop import Group, round_seed, run_task
+from popmarl.api import (Algorithm, BestResponseResult, BestResponseTask, Components, EvalResult, EvalTask,
+                         LearnerSpec, Policy, Registries, RunSetup, TrainResult, TrainTask, Weights, derive_seed)
+from popmarl.api.engine import Executor, Group, OpponentDraw, Seating, round_seed, run_task
 from popmarl_ray.feed import RayFeed, stream_of
 
 #: Components registered in the driver without an entry point (``with_component``),
@@ -195,7 +180,7 @@ class RolloutWorkerActor(_Actor):
 class LearnerActor(_Actor):
     """The learners of the keys routed to it (held by key between tasks, in the core
     :class:`~popmarl.engine.learners.Learners` of its executor). Every train task runs the core
-    learner loop (:func:`~popmarl.engine.learner_loop.run_task`) fed by the rollout workers
+    learner loop (:func:`~popmarl.api.engine.run_task`) fed by the rollout workers
     (:class:`~popmarl_ray.feed.RayFeed`); an exact oracle answers without a feed."""
 
     def __init__(self, setup: RunSetup, local: LocalComponents, num_cpus: float, params: Any, data: Any,

@@ -24,17 +24,9 @@ import attrs
 import ray
 from ray.exceptions import GetTimeoutError, RayError
 
-from popmarl.interfaces.backend import Backend, Components, RunSetup
-from popmarl.data.records import (
-    BestResponseResult,
-    BestResponseTask,
-    EvalResult,
-    EvalTask,
-    TrainResult,
-    TrainTask,
-    Weights,
-)
-from popmarl_ray import cluster, scheduling
+from popmarl.api import (Backend, BestResponseResult, BestResponseTask, Components, EvalResult, EvalTask, RunSetup,
+                         TrainResult, TrainTask, Weights)
+from popmarl_ray import cluster, spreading
 from popmarl_ray.actors import LearnerActor, LocalComponents, RolloutWorkerActor, exact
 from popmarl_ray.config import RayConfig
 from popmarl_ray.faults import (
@@ -47,6 +39,7 @@ from popmarl_ray.faults import (
 )
 from popmarl_ray.placement import Placement
 from popmarl_ray.servers import EpisodeServerActor, ParameterServerActor
+from popmarl_ray.training import Training
 
 
 def unused_gpus(config: RayConfig, setup: RunSetup) -> str | None:
@@ -74,6 +67,7 @@ class RayBackend(Backend):
 
     Config = RayConfig
     config: RayConfig
+    trains_in_parallel = True  # a call's train tasks run at once, their learners on the learner actors
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -217,24 +211,24 @@ class RayBackend(Backend):
     @plugin_errors()
     def train(self, tasks: Sequence[TrainTask]) -> list[TrainResult]:
         workers, learners = self._groups()
-        training = scheduling.Training(learners=learners, workers=workers, servers=self._servers(),
-                                       placement=self.placement, serials=self._serials,
-                                       max_retries=self.config.max_task_retries,
-                                       timeout_s=self.config.task_timeout_s, answering=self._answering,
-                                       on_policy=self._on_policy)
+        training = Training(learners=learners, workers=workers, servers=self._servers(),
+                            placement=self.placement, serials=self._serials,
+                            max_retries=self.config.max_task_retries,
+                            timeout_s=self.config.task_timeout_s, answering=self._answering,
+                            on_policy=self._on_policy)
         return training.run(tasks)
 
     @plugin_errors()
     def evaluate(self, tasks: Sequence[EvalTask]) -> list[EvalResult]:
         workers, _ = self._groups()
-        return scheduling.evaluate(workers, tasks, chunks_per_worker=self.config.chunks_per_worker,
-                                   max_retries=self.config.max_task_retries, timeout_s=self.config.task_timeout_s)
+        return spreading.evaluate(workers, tasks, chunks_per_worker=self.config.chunks_per_worker,
+                                  max_retries=self.config.max_task_retries, timeout_s=self.config.task_timeout_s)
 
     @plugin_errors()
     def best_respond(self, tasks: Sequence[BestResponseTask]) -> list[BestResponseResult]:
         workers, _ = self._groups()
-        return scheduling.best_respond(workers, tasks, max_retries=self.config.max_task_retries,
-                                       timeout_s=self.config.task_timeout_s)
+        return spreading.best_respond(workers, tasks, max_retries=self.config.max_task_retries,
+                                      timeout_s=self.config.task_timeout_s)
 
     # -- inspection (tests, tools) ----------------------------------------------------
     def worker_pids(self, timeout_s: float = 5.0) -> list[int]:

@@ -7,7 +7,7 @@ from typing import Any
 
 import attrs
 
-from popmarl.interfaces.validators import at_least_one, non_negative, optional, positive
+from popmarl.api import at_least_one, non_negative, optional, positive
 
 _HOST_PORT = re.compile(r"^(ray://)?\[?[A-Za-z0-9_.:-]+?\]?(:\d{1,5})?$")
 

@@ -4,7 +4,7 @@ one-line errors, replacement and retries.
 Ray's own exceptions carry remote tracebacks many lines long; the user gets one line
 (the full text stays in the exception's ``detail``). What a component raises in an actor
 is not retried, as it would fail again: an error raised on purpose (a
-:class:`popmarl.errors.UserError`) is re-raised as is, anything else (a plugin's bug)
+:class:`popmarl.api.UserError`) is re-raised as is, anything else (a plugin's bug)
 ends the run as a :class:`RemotePluginError` that carries the remote traceback.
 """
 
@@ -37,7 +37,7 @@ from ray.exceptions import (
     WorkerCrashedError,
 )
 
-from popmarl.errors import PopmarlError, UserError
+from popmarl.api import PopmarlError, UserError
 from popmarl_ray.feed import AttemptClosedError, StalledError
 
 ActorHandle = Any
@@ -61,7 +61,7 @@ class RayConnectionError(UserError):
 
 class RemotePluginError(PopmarlError):
     """A component's error raised in an actor that is neither a fault nor a
-    :class:`~popmarl.errors.UserError` (a plugin's bug): not retried, as it would fail
+    :class:`~popmarl.api.UserError` (a plugin's bug): not retried, as it would fail
     again. The first line names it (``TypeError: ...``: the run's ``stop_reason``), the
     next ones hold the remote traceback (the CLI prints it); ``cause`` is the exception."""
 
@@ -140,7 +140,7 @@ def raise_if_user_error(exc: BaseException) -> None:
 
 def raise_if_plugin_error(exc: BaseException) -> None:
     """End the run when a remote task failed on the component's own error, not a fault:
-    re-raise a :class:`~popmarl.errors.UserError` as is, anything else as a
+    re-raise a :class:`~popmarl.api.UserError` as is, anything else as a
     :class:`RemotePluginError`."""
     raise_if_user_error(exc)
     if isinstance(exc, RayTaskError) and not is_ray_failure(exc):
@@ -174,6 +174,18 @@ def is_ray_failure(exc: BaseException) -> bool:
         cause = root_cause(exc)
         return cause is not exc and isinstance(cause, FAULTS)
     return isinstance(exc, (RayError, *FAULTS)) and not isinstance(exc, UnserializableException)
+
+
+def outcome(ref: ray.ObjectRef) -> tuple[Any, BaseException | None]:
+    """A finished call's value and None, or None and the fault of a process or machine it
+    failed with (:func:`is_ray_failure`: the caller retries the work); any other error, a
+    component's, is raised."""
+    try:
+        return ray.get(ref), None
+    except Exception as exc:
+        if not is_ray_failure(exc):
+            raise
+        return None, exc
 
 
 class Retries:

@@ -1,14 +1,14 @@
 """The ray backend's feed: a learner group trains on what the rollout workers play.
 
 A train task runs in its learner actor through the core learner loop
-(:func:`popmarl.engine.learner_loop.run_task`), as on every backend; what differs is its
-:class:`~popmarl.engine.learner_loop.Feed`. :class:`RayFeed` does not play: it publishes each new
+(:func:`popmarl.api.engine.run_task`), as on every backend; what differs is its
+:class:`~popmarl.api.engine.Feed`. :class:`RayFeed` does not play: it publishes each new
 version of a learner's weights to the parameter server actor (put in the object store
 once), and hands the loop whatever fresh batches the rollout workers have queued for the
 task's learners on the episode server actor, one stream per learner
 (``<attempt>/<learner key>``), dropping those played with weights more than
 ``max_staleness`` versions old. An on-policy learner
-(:attr:`~popmarl.interfaces.algorithm.Algorithm.on_policy`: ppo, a2c) learns in lock step: it
+(:attr:`~popmarl.api.Algorithm.on_policy`: ppo, a2c) learns in lock step: it
 *wants* ``episodes_per_update`` games of each version it publishes, the workers reserve
 them before they play (``EpisodeServerActor.reserve``) and wait while it updates, so
 almost nothing they play is dropped; one worker's games of a version are seeded as the
@@ -24,10 +24,8 @@ from typing import Any
 
 import ray
 
-from popmarl.errors import PopmarlError
-from popmarl.engine.learners import Learner
-from popmarl.data.records import TrainTask
-from popmarl.engine.learner_loop import Fed, Feed, Group, TeamWeights
+from popmarl.api import PopmarlError, TrainTask
+from popmarl.api.engine import Fed, Feed, Group, Learner, TeamWeights
 
 #: How long one ``take`` waits for a full batch before the learner looks at its budget.
 TAKE_TIMEOUT_S = 1.0

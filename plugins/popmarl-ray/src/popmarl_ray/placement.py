@@ -5,7 +5,7 @@ actor holds, it goes to the learner actor with the fewest tasks of the current `
 call (then the actor named after the learner's population, where there is one; then the
 one holding the fewest keys), so that learners of one population
 (a league's roles) train at the same time on different actors. A key stays on its actor
-ever after (its policy, trainer, optimiser and buffer stay there between tasks). The driver keeps the last :class:`~popmarl.data.records.LearnerState`
+ever after (its policy, trainer, optimiser and buffer stay there between tasks). The driver keeps the last :class:`~popmarl.api.LearnerState`
 each task returned (``return_state``), so that a learner whose actor died and was
 replaced is rebuilt from it: the next ``continue`` of its key becomes a ``restore``.
 """
@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 import attrs
 
-from popmarl.data.records import LearnerInit, LearnerState, TrainResult, TrainTask
+from popmarl.api import LearnerInit, LearnerState, TrainResult, TrainTask
 from popmarl_ray.faults import RayBackendError, log
 
 

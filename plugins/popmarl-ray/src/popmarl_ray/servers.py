@@ -19,9 +19,7 @@ from collections.abc import Sequence
 import attrs
 import ray
 
-from popmarl.data.outcomes import PlayedGames
-from popmarl.data.records import EpisodeBatch
-from popmarl.data.trajectories import JointEpisodes
+from popmarl.api import EpisodeBatch, JointEpisodes, PlayedGames
 
 WeightsRef = list[ray.ObjectRef]  # wrapped in a list so Ray passes the reference, not the value
 #: What a worker played for one learner in one call.

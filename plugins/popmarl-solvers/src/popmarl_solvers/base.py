@@ -7,10 +7,10 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from popmarl.gametheory.metagame import check_joint, check_payoffs, marginals
-from popmarl.interfaces.solver import JointMetaSolver, MetaSolver, SolverResult, joint_metrics, solution_metrics
+from popmarl.api import (JointMetaSolver, MetaSolver, SolverResult, check_joint, check_payoffs, joint_metrics,
+                         marginals, solution_metrics)
 
-from popmarl_solvers.games import normalize
+from popmarl_solvers.games import MetaGame, normalize
 from popmarl_solvers.symmetric import use_symmetric
 
 Mixtures = tuple[np.ndarray, ...]
@@ -48,6 +48,26 @@ class Solver(MetaSolver):
     @abstractmethod
     def _solve(self, payoffs: np.ndarray, symmetric: bool) -> tuple[Mixtures, Extra]:
         """Mixtures for checked ``payoffs`` (not all 1×…×1) and the extra metrics."""
+
+
+class DynamicsSolver(Solver):
+    """A :class:`Solver` that runs learning dynamics on the meta-game (regret matching,
+    replicator dynamics, fictitious play) for ``config.iterations`` steps.
+
+    Subclasses implement :meth:`_dynamics` on a :class:`~popmarl_solvers.games.MetaGame`
+    (one population for a game solved as symmetric); this class builds the game, expands
+    the answer to every player and reports the method and the iterations.
+    """
+
+    def _solve(self, payoffs: np.ndarray, symmetric: bool) -> tuple[Mixtures, Extra]:
+        game = MetaGame(payoffs, symmetric=symmetric)
+        mixtures, method = self._dynamics(game)
+        return game.expand(mixtures), {"solver_method": method, "solver_iterations": self.config.iterations}
+
+    @abstractmethod
+    def _dynamics(self, game: MetaGame) -> tuple[list[np.ndarray], str]:
+        """The mixtures the dynamics answer, one per population of ``game``, and the
+        method's name (``solver_method``)."""
 
 
 class JointSolver(JointMetaSolver):

@@ -14,7 +14,7 @@ import attrs
 import numpy as np
 from attrs import validators as v
 
-from popmarl_solvers.base import Extra, Mixtures, Solver
+from popmarl_solvers.base import DynamicsSolver
 from popmarl_solvers.games import MetaGame
 from popmarl_solvers.symmetric import SymmetricOption, validate_symmetric
 
@@ -38,13 +38,10 @@ class FictitiousPlayConfig:
     symmetric: SymmetricOption = attrs.field(default="auto", validator=validate_symmetric)
 
 
-class FictitiousPlay(Solver):
+class FictitiousPlay(DynamicsSolver):
     """Meta-solver returning the empirical averages of fictitious play on the meta-game."""
 
     Config = FictitiousPlayConfig
 
-    def _solve(self, payoffs: np.ndarray, symmetric: bool) -> tuple[Mixtures, Extra]:
-        game = MetaGame(payoffs, symmetric=symmetric)
-        xs = fictitious_play(game, self.config.iterations)
-        extra = {"solver_method": "fictitious_play", "solver_iterations": self.config.iterations}
-        return game.expand(xs), extra
+    def _dynamics(self, game: MetaGame) -> tuple[list[np.ndarray], str]:
+        return fictitious_play(game, self.config.iterations), "fictitious_play"

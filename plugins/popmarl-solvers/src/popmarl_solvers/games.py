@@ -90,7 +90,7 @@ class MetaGame:
 def contract(payoffs: np.ndarray, mixtures: Sequence[np.ndarray]) -> list[np.ndarray]:
     """Deviation payoffs of every player of an n-player tensor, by mat-vec products.
 
-    Same result as :func:`popmarl.gametheory.metagame.deviation_payoffs`, several times faster on
+    Same result as :func:`popmarl.api.deviation_payoffs`, several times faster on
     small tensors (the inner loops of the iterative solvers and of Newton's method).
     """
     out = []

@@ -27,7 +27,7 @@ import attrs
 import numpy as np
 from attrs import validators as v
 
-from popmarl.gametheory.metagame import nash_conv
+from popmarl.api import nash_conv
 
 from popmarl_solvers.base import Extra, Mixtures, Solver
 from popmarl_solvers.gambit import GAMBIT_METHODS, gambit_equilibria

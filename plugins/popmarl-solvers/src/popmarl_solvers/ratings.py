@@ -17,12 +17,22 @@ task's column to [0, 1]; this one rates the scores as given).
 **α-Rank** (:func:`alpharank_ratings`): each policy's mass in the stationary distribution of
 the α-Rank chain (:mod:`.alpharank`, OpenSpiel's defaults): one population for a
 symmetric game, else the marginal of each seat.
+
+Both are registered as ratings of ``popmarl rank``'s cross-play (``popmarl.ratings``:
+``alpharank``, :class:`AlphaRankRating`; ``nash_averaging``, :class:`NashAveragingRating`),
+from the mean returns: agent-vs-agent on the antisymmetric part of a shared pool's table,
+agent-vs-task (seat 0's policies the agents) on the zero-sum part ``(R0 - R1) / 2`` of a
+per-seat one.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 import scipy.sparse as sp
+
+from popmarl.api import CrossPlay, Rating
 
 from popmarl_solvers.alpharank import AlphaRank
 from popmarl_solvers.correlated import CorrelatedConfig, _convex
@@ -88,3 +98,41 @@ def alpharank_ratings(payoffs: np.ndarray, *, symmetric: bool) -> tuple[np.ndarr
         return (pi,)
     joint = pi.reshape(np.shape(payoffs)[1:])
     return joint.sum(axis=1), joint.sum(axis=0)
+
+
+def shared_returns(play: CrossPlay) -> np.ndarray:
+    """A shared pool's square table: ``i``'s mean return against ``j`` over both seat
+    orders (the diagonal, not played, 0)."""
+    m = (play.returns[0] + play.returns[1].T) / 2
+    np.fill_diagonal(m, 0.0)
+    return m
+
+
+class AlphaRankRating(Rating):
+    """Rating ``alpharank``: each player's α-Rank mass (one population for a shared pool,
+    else each seat's marginal, seat 0's players then seat 1's)."""
+
+    columns = ("alpharank",)
+
+    def rate(self, play: CrossPlay) -> Mapping[str, np.ndarray]:
+        if play.shared:
+            m = shared_returns(play)
+            (mass,) = alpharank_ratings(np.stack([m, m.T]), symmetric=True)
+            return {"alpharank": mass}
+        return {"alpharank": np.concatenate(alpharank_ratings(play.returns, symmetric=False))}
+
+
+class NashAveragingRating(Rating):
+    """Rating ``nash_averaging``: each player's weight in the maximum-entropy Nash
+    equilibrium (``nash_weight``) and its payoff against it (``nash_averaging``):
+    agent-vs-agent for a shared pool, agent-vs-task per seat (seat 0's players the agents)."""
+
+    columns = ("nash_weight", "nash_averaging")
+
+    def rate(self, play: CrossPlay) -> Mapping[str, np.ndarray]:
+        if play.shared:
+            m = shared_returns(play)
+            weight, rating = nash_averaging((m - m.T) / 2)
+            return {"nash_weight": weight, "nash_averaging": rating}
+        (x, y), (agents, tasks) = nash_averaging_avt((play.returns[0] - play.returns[1]) / 2)
+        return {"nash_weight": np.concatenate([x, y]), "nash_averaging": np.concatenate([agents, tasks])}

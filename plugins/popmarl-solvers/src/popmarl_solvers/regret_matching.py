@@ -15,7 +15,7 @@ import attrs
 import numpy as np
 from attrs import validators as v
 
-from popmarl_solvers.base import Extra, Mixtures, Solver
+from popmarl_solvers.base import DynamicsSolver
 from popmarl_solvers.games import MetaGame
 from popmarl_solvers.symmetric import SymmetricOption, validate_symmetric
 
@@ -62,14 +62,11 @@ class RMConfig:
     symmetric: SymmetricOption = attrs.field(default="auto", validator=validate_symmetric)
 
 
-class RegretMatching(Solver):
+class RegretMatching(DynamicsSolver):
     """PSRO-RM meta-solver: the average strategy of regret matching on the meta-game."""
 
     Config = RMConfig
 
-    def _solve(self, payoffs: np.ndarray, symmetric: bool) -> tuple[Mixtures, Extra]:
+    def _dynamics(self, game: MetaGame) -> tuple[list[np.ndarray], str]:
         c = self.config
-        game = MetaGame(payoffs, symmetric=symmetric)
-        xs = regret_matching(game, c.iterations, c.gamma, c.plus, c.linear_averaging)
-        method = "rm_plus" if c.plus else "rm"
-        return game.expand(xs), {"solver_method": method, "solver_iterations": c.iterations}
+        return regret_matching(game, c.iterations, c.gamma, c.plus, c.linear_averaging), "rm_plus" if c.plus else "rm"

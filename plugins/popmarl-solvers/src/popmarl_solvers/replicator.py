@@ -17,7 +17,7 @@ import attrs
 import numpy as np
 from attrs import validators as v
 
-from popmarl_solvers.base import Extra, Mixtures, Solver
+from popmarl_solvers.base import DynamicsSolver
 from popmarl_solvers.games import MetaGame
 from popmarl_solvers.symmetric import SymmetricOption, validate_symmetric
 
@@ -100,15 +100,14 @@ class PRDConfig:
     symmetric: SymmetricOption = attrs.field(default="auto", validator=validate_symmetric)
 
 
-class ProjectedReplicatorDynamics(Solver):
+class ProjectedReplicatorDynamics(DynamicsSolver):
     """PSRO-PRD meta-solver: γ-projected replicator dynamics, n populations."""
 
     Config = PRDConfig
 
-    def _solve(self, payoffs: np.ndarray, symmetric: bool) -> tuple[Mixtures, Extra]:
+    def _dynamics(self, game: MetaGame) -> tuple[list[np.ndarray], str]:
         c = self.config
-        game = MetaGame(payoffs, symmetric=symmetric)
-        xs = projected_replicator_dynamics(
+        mixtures = projected_replicator_dynamics(
             game, c.iterations, c.dt, c.gamma, c.average_over_last, c.approximate_projection
         )
-        return game.expand(xs), {"solver_method": "prd", "solver_iterations": c.iterations}
+        return mixtures, "prd"

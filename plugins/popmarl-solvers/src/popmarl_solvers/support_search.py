@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator, Sequence
 import numpy as np
 from scipy.optimize import root
 
-from popmarl.gametheory.metagame import nash_conv
+from popmarl.api import nash_conv
 
 from popmarl_solvers.games import contract, normalize
 
