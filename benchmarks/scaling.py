@@ -40,7 +40,7 @@ from typing import Any
 import attrs
 
 import popmarl
-from popmarl.plugins import registries
+from popmarl.plugins import registry as registries
 from popmarl.interfaces.backend import Backend, Components, RunSetup
 from popmarl.builtin.local_backend import LocalBackend
 from popmarl.data.population import AgentMapping, policy_id

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from popmarl.api import *  # noqa: F403 (the plugin API, re-exported lazily below)
     from popmarl.api.engine import RolloutWorker as RolloutWorker
     from popmarl.config.schema import RunConfig
-    from popmarl.plugins.registries import RegistriesLike
+    from popmarl.plugins.registry import RegistriesLike
     from popmarl.tools.actor import Actor as Actor
     from popmarl.tools.loaded_run import LoadedRun as LoadedRun
     from popmarl.tools.loaded_run import Population as Population
@@ -82,7 +82,7 @@ def __dir__() -> list[str]:
 
 def load_config(path: str, overrides: list[str] | tuple[str, ...] = (), *,
                 registries: RegistriesLike | None = None) -> RunConfig:
-    """Read and validate a YAML run config (see DESIGN §5). Component names are looked
+    """Read and validate a YAML run config. Component names are looked
     up in ``registries`` (a :class:`Registries`, or ``{kind: Registry}`` for the kinds
     that differ from ``popmarl.<kind>``, e.g. ``{"solvers": popmarl.solvers.with_component(...)}``)."""
     from popmarl.config.loading import load_config as _load

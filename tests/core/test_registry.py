@@ -14,7 +14,7 @@ import attrs
 import pytest
 
 import popmarl
-from popmarl.plugins import registries
+from popmarl.plugins import registry as registries
 from popmarl.errors import PluginError, UnknownComponentError
 from popmarl.plugins.registry import (KINDS, STRICT_ENV, PluginWarning, Registry, checkout_plugins, install_hint, installed,
                               plugin_distributions)

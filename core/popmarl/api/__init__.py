@@ -106,7 +106,7 @@ from popmarl.scenario.base import Scenario as Scenario
 from popmarl.interfaces.tracker import Tracker as Tracker
 from popmarl.interfaces.hookspec import hookimpl as hookimpl
 from popmarl.plugins.registry import KINDS as KINDS
-from popmarl.plugins.registries import Registries as Registries
+from popmarl.plugins.registry import Registries as Registries
 
 # The records components receive and return.
 from popmarl.data.tasks import BestResponseResult as BestResponseResult

@@ -18,7 +18,7 @@ import yaml
 
 from popmarl.config.schema import COMPONENT_KINDS, RunConfig, per_population, validate
 from popmarl.errors import ConfigError
-from popmarl.plugins.registries import RegistriesLike
+from popmarl.plugins.registry import RegistriesLike
 
 
 def apply_overrides(raw: dict[str, Any], overrides: Sequence[str]) -> dict[str, Any]:

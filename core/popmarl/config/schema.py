@@ -18,7 +18,7 @@ from popmarl.errors import ConfigError, UnknownComponentError
 from popmarl.config.conversion import structure_attrs, unstructure
 from popmarl.data.tasks import TrainBudget
 from popmarl.interfaces.validators import at_least_one, non_negative, optional, positive, unit_interval
-from popmarl.plugins.registries import Registries, RegistriesLike
+from popmarl.plugins.registry import Registries, RegistriesLike
 
 
 @attrs.frozen(kw_only=True)

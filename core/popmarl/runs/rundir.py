@@ -1,4 +1,4 @@
-"""The run directory (DESIGN §6) and its checkpoints.
+"""The run directory and its checkpoints.
 
 Layout: ``config.yaml``, ``summary.json``, ``metrics.jsonl``, ``payoffs.npz``,
 ``checkpoints/``, and ``log.txt`` where the run raised Python warnings. A checkpoint is

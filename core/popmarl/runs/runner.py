@@ -22,7 +22,7 @@ from popmarl.errors import ConfigError
 from popmarl.plugins.hooks import Hooks, make_plugin_manager
 from popmarl.data.population import AgentMapping
 from popmarl.data.run import RunInfo
-from popmarl.plugins.registries import Registries, RegistriesLike
+from popmarl.plugins.registry import Registries, RegistriesLike
 from popmarl.runs.rundir import RunDirectory
 from popmarl.interfaces.scenario import RunContext, Scenario
 from popmarl.interfaces.solver import MetaSolver

@@ -33,7 +33,7 @@ from popmarl.interfaces.env import Env
 from popmarl.errors import UserError
 from popmarl.interfaces.policy import Policy
 from popmarl.data.population import AgentMapping
-from popmarl.plugins.registries import Registries, RegistriesLike
+from popmarl.plugins.registry import Registries, RegistriesLike
 from popmarl.runs.rundir import RunDirectory
 from popmarl.runs.runner import build, build_algorithms, policy_spaces
 from popmarl.config.conversion import did_you_mean

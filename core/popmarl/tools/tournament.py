@@ -36,7 +36,7 @@ from popmarl.data.seeds import derive_seed
 from popmarl.data.tasks import EvalTask
 from popmarl.errors import PopmarlError, UserError
 from popmarl.interfaces.rating import CrossPlay, Rating
-from popmarl.plugins.registries import Registries
+from popmarl.plugins.registry import Registries
 from popmarl.plugins.registry import Registry, checkout_plugins
 from popmarl.tools.evaluate import evaluation_backend
 from popmarl.tools.loaded_run import LoadedRun, load_run

@@ -48,7 +48,7 @@ from popmarl.data.population import AgentMapping
 from popmarl.errors import ConfigError
 from popmarl.interfaces.agent import AgentInterface
 from popmarl.interfaces.solver import JointMetaSolver, MetaSolver
-from popmarl.plugins.registries import Registries
+from popmarl.plugins.registry import Registries
 from popmarl.runs.runner import build
 from popmarl.scenario.league.config import DEFAULT_SOLVER, UNUSED_TRAINING, LeagueConfig
 from popmarl.scenario.league.games import LeagueGames

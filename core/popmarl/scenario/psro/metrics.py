@@ -16,7 +16,7 @@ from popmarl.gametheory.metagame import entropy, expected_payoffs, joint_values,
 from popmarl.gametheory.payoffs import PayoffTable
 from popmarl.gametheory.ratings import elo, head_to_head
 from popmarl.interfaces.env import MixedProfile
-from popmarl.plugins.registries import Registries
+from popmarl.plugins.registry import Registries
 from popmarl.scenario import meta_game
 from popmarl.scenario.psro.joint import PSROJoint
 from popmarl.scenario.psro.state import PSROState

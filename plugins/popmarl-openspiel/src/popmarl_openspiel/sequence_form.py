@@ -1,4 +1,4 @@
-"""Sequence-form algebra: realization plans and exact expected returns (DESIGN §9).
+"""Sequence-form algebra: realization plans and exact expected returns.
 
 A behavioural policy of player ``p`` (action probabilities per information state) is a
 realization plan ``x_p`` over its sequences: ``x[1 + I*A + a] = x[parent(I)] * pi(a|I)``.
