@@ -140,7 +140,8 @@ class RunDirectory:
         shrink 40-fold (Leduc: 220 KB to 5 KB a policy). Lossless, so resuming is exact."""
         path = self._policy_file(policy_id)
         path.parent.mkdir(parents=True, exist_ok=True)
-        write_npz(path, weights, compress=True)
+        with uninterrupted():  # a stop signal waits until the file is whole, as in a commit
+            write_npz(path, weights, compress=True)
 
     def load_policy(self, policy_id: str) -> dict[str, np.ndarray]:
         return self.read_weights(self._policy_file(policy_id))
