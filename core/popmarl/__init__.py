@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from popmarl.tools.actor import Actor as Actor
     from popmarl.tools.loaded_run import LoadedRun as LoadedRun
     from popmarl.tools.loaded_run import Population as Population
+    from popmarl.tools.run_status import RunStatus as RunStatus
 
 #: The names this package adds to the plugin API's, and where each lives; imported on first
 #: access, so that ``import popmarl`` (and listing the registries) loads neither numpy nor
@@ -31,6 +32,7 @@ _OWN: dict[str, str] = {
     "LoadedRun": "popmarl.tools.loaded_run",
     "Population": "popmarl.tools.loaded_run",
     "RolloutWorker": "popmarl.api.engine",
+    "RunStatus": "popmarl.tools.run_status",
 }
 _FUNCTIONS = ("load_config", "validate", "run", "load_run")
 
@@ -113,8 +115,10 @@ def load_run(path: str | os.PathLike[str], iteration: int | None = None, *,
              registries: RegistriesLike | None = None) -> LoadedRun:
     """A run directory loaded to act: its env, agent mapping and populations
     (``run.population(name)``: policies and meta-strategy), and ``run.actor(seat)``, a
-    player of the seat's meta-strategy on the env's own observations. ``iteration``:
-    the meta-strategies of that iteration (0: the initial policies) instead of the final
+    player of the seat's meta-strategy on the env's own observations. A run that is going
+    or was killed loads from its last committed checkpoint; ``run.status``
+    (:class:`RunStatus`) says which, and at which iteration. ``iteration``: the
+    meta-strategies of that iteration (0: the initial policies) instead of the final
     ones; ``registries`` as :func:`run` takes them."""
     from popmarl.tools.loaded_run import load_run as _load_run
 

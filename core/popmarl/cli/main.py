@@ -18,7 +18,7 @@ from typing import Any, NoReturn
 
 import popmarl
 from popmarl.cli.plugins import plugins_command
-from popmarl.cli.show import show_command
+from popmarl.cli.show import add_show_arguments, show_command
 from popmarl.errors import ConfigError, PluginError, PopmarlError, ResumeError, Terminated, UserError
 from popmarl.plugins.hooks import make_plugin_manager
 from popmarl.plugins.registry import plugin_distributions
@@ -60,8 +60,9 @@ def _parser() -> argparse.ArgumentParser:
                           "(change stopping or trackers with --set, e.g. --set stopping.max_iterations=50)")
     plugins = commands.add_parser("plugins", help="list every installed component")
     plugins.add_argument("--check", action="store_true", help="import each component; exit 1 if any fails")
-    show = commands.add_parser("show", help="print a run's summary, payoff table and meta-strategies")
-    show.add_argument("dir", help="a run directory")
+    show = commands.add_parser("show", help="print a run's status, summary, payoff table and meta-strategies "
+                                            "(of a run going or killed: its last checkpoint's)")
+    add_show_arguments(show)
     evaluate = commands.add_parser("eval", help="play a run's final meta-strategies against an opponent")
     evaluate.add_argument("dir", help="a run directory")
     evaluate.add_argument("--opponent", default="random", help="'random' (default) or another run's directory")
@@ -209,10 +210,13 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     report = evaluate_run(run, opponent_pools(run, args.opponent), episodes=args.episodes, seed=args.seed,
                           backend=backend)
     exact = all(r["exact"] for r in report.values())
+    if not run.status.finished:  # its last committed checkpoint played
+        print(f"{args.dir}: {run.status.describe()}")
     print(f"{args.dir} vs {args.opponent}, " + ("exact" if exact else f"{args.episodes} episodes per seat"))
     print(format_report(report))
     if args.json:
-        print(json.dumps({"run": str(args.dir), "opponent": args.opponent, "populations": report}))
+        print(json.dumps({"run": str(args.dir), "opponent": args.opponent, "iteration": run.iteration,
+                          "status": run.status.to_json(), "populations": report}))
     return 0
 
 
@@ -224,6 +228,9 @@ def _cmd_rank(args: argparse.Namespace) -> int:
     played = tournament(args.dirs, every=args.every, episodes=args.episodes or DEFAULT_EPISODES,
                         max_pairs=args.max_pairs or DEFAULT_MAX_PAIRS, seed=args.seed, backend=backend)
     report = ratings(played)
+    for path, status in zip(played.runs, played.statuses):
+        if not status.finished:  # its last committed checkpoint's policies played
+            print(f"{path}: {status.describe()}")
     how = "exact" if report["exact"] else f"{report['episodes']} episodes per pairing and seat order"
     mode = ("one pool, every pair in both seat orders" if played.shared else
             f"per seat: {played.agents[0]}'s policies against {played.agents[1]}'s (Elo from the bipartite table, "

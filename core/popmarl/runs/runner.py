@@ -18,11 +18,12 @@ from popmarl.interfaces.agent import AgentInterface
 from popmarl.config.schema import ComponentConfig, RunConfig, dump, population_algorithms, to_dict, validate
 from popmarl.interfaces.env import Env
 from popmarl.interfaces.env_traits import traits_of
-from popmarl.errors import ConfigError
+from popmarl.errors import ConfigError, ResumeError
 from popmarl.plugins.hooks import Hooks, make_plugin_manager
 from popmarl.data.population import AgentMapping
 from popmarl.data.run import RunInfo
 from popmarl.plugins.registry import Registries, RegistriesLike
+from popmarl.runs.process_file import is_alive, read_record, session
 from popmarl.runs.rundir import RunDirectory
 from popmarl.interfaces.scenario import RunContext, Scenario
 from popmarl.interfaces.solver import MetaSolver
@@ -159,6 +160,7 @@ def _run(config: RunConfig, out: str | None, *, resume: str | None, registries: 
     if resume is not None:
         run_dir, changes = RunDirectory.check_resume(
             resume, resolved, resolve=lambda saved: to_dict(validate(saved, registries=found)))
+        _refuse_a_live_run(run_dir)
     else:
         run_dir = RunDirectory.check_new(out if out is not None else default_out(config))
     env: Env = build("envs", config.env, "env.params", found)
@@ -212,6 +214,17 @@ def _run(config: RunConfig, out: str | None, *, resume: str | None, registries: 
                        start_iteration=start_iteration)
         context = RunContext(config=config, info=info, run_dir=run_dir, hooks=hooks, env=env, agents=agents,
                              solver=solver, backend=backend, mapping=mapping, spaces=spaces, resume=resuming)
-        return scenario.run(context)
+        with session(run_dir.path):  # .process.json, removed once the summary is written
+            return scenario.run(context)
     finally:
         backend.close()
+
+
+def _refuse_a_live_run(run_dir: RunDirectory) -> None:
+    """A ResumeError if a process on this host is running the run already (two sessions
+    would write one directory)."""
+    record = read_record(run_dir.path)
+    if record is not None and is_alive(record):
+        raise ResumeError(f"--resume {run_dir.path}: the run is going (process {record.pid} on this host); stop it "
+                          f"first (Ctrl-C there, or kill {record.pid}), or follow it with "
+                          f"popmarl show --follow {run_dir.path}")

@@ -1,4 +1,5 @@
-"""``popmarl eval``: play a finished run's meta-strategies against an opponent.
+"""``popmarl eval``: play a run's meta-strategies against an opponent (a finished run's
+final ones; a run going or killed, its last committed checkpoint's).
 
 Each population of the run plays every seat it maps to, for ``episodes`` episodes per
 seat, drawing its policy once per episode from that seat's own final meta-strategy (with

@@ -6,12 +6,15 @@ meta-strategies: per population (:class:`Population`) and per seat (:class:`Pool
 ``popmarl eval`` plays). :meth:`LoadedRun.actor` plays a seat from the env's own
 observations (:class:`~popmarl.tools.actor.Actor`).
 
-The final meta-strategies come from ``summary.json`` (each seat's own mixture, and the
-joint one of a ``ce`` / ``cce`` run); a past iteration's from its line of the
-checkpoint's history (``checkpoints/history.jsonl``, as ``metrics.jsonl``), which records
-how many policies each population had then and its mixture over them (``marl``: none,
-its newest policy plays): every seat of a population plays that mixture, and a joint
-meta-strategy's seats their marginals.
+A finished run's final meta-strategies come from ``summary.json`` (each seat's own
+mixture, and the joint one of a ``ce`` / ``cce`` run). A run that is going or was killed
+(:attr:`LoadedRun.status`, :mod:`popmarl.tools.run_status`) has none yet: its latest are
+those of its last committed checkpoint, the same a finished run would give for that
+iteration (:mod:`popmarl.tools.checkpoint_view`). A past iteration's come from its line
+of the checkpoint's history (``checkpoints/history.jsonl``, as ``metrics.jsonl``), which
+records how many policies each population had then and its mixture over them (``marl``:
+none, its newest policy plays): every seat of a population plays that mixture, and a
+joint meta-strategy's seats their marginals.
 """
 
 from __future__ import annotations
@@ -25,7 +28,9 @@ import attrs
 import numpy as np
 
 from popmarl.tools.actor import Actor
+from popmarl.tools.checkpoint_view import Checkpoint, Mixtures, read_checkpoint
 from popmarl.tools.pools import JointPool, Pool
+from popmarl.tools.run_status import RunStatus, run_status
 from popmarl.interfaces.algorithm import Algorithm, PolicySpace
 from popmarl.config.loading import read_yaml
 from popmarl.config.schema import RunConfig, population_algorithms, validate
@@ -94,7 +99,9 @@ def _listed(ids: tuple[str, ...], limit: int = 8) -> str:
 @attrs.frozen(kw_only=True)
 class LoadedRun:
     """A run directory's config, env, agent mapping, populations and per-seat pools at
-    ``iteration``, and the registries its components were found in."""
+    ``iteration``, the run's ``status`` when it was loaded (finished, or going or killed
+    and then read from its last committed checkpoint: ``status.iteration`` is that
+    checkpoint's) and the registries its components were found in."""
 
     config: RunConfig
     env: Env
@@ -103,6 +110,7 @@ class LoadedRun:
     populations: Mapping[str, Population]
     iteration: int
     path: Path
+    status: RunStatus
     registries: Registries = attrs.field(factory=Registries.current)
 
     def population(self, name: str) -> Population:
@@ -126,10 +134,10 @@ class LoadedRun:
 def load_run(path: str | os.PathLike[str], iteration: int | None = None, *, main: bool = False,
              registries: RegistriesLike | None = None) -> LoadedRun:
     """Rebuild a run's env and meta-strategies: the final ones (``iteration=None``; from
-    ``summary.json``), or those of a past ``iteration`` (0 = the initial policies; from
-    the checkpoint's history); with ``main``, a league run's main agents instead (each
-    population's ``main_policies`` entry of ``summary.json``, alone). Components are
-    looked up in ``registries``, as :func:`popmarl.run` takes them."""
+    ``summary.json``, or, while the run is going or once it was killed, from its last
+    committed checkpoint), or those of a past ``iteration`` (0 = the initial policies;
+    from the checkpoint's history); with ``main``, a league run's main agents instead
+    (alone). Components are looked up in ``registries``, as :func:`popmarl.run` takes them."""
     run = RunDirectory(path)
     if not run.path.is_dir():
         raise UserError(f"{run.path}: no such run directory")
@@ -137,6 +145,9 @@ def load_run(path: str | os.PathLike[str], iteration: int | None = None, *, main
         raise UserError(f"{run.path}: not a run directory (no config.yaml)")
     if iteration is not None and (isinstance(iteration, bool) or not isinstance(iteration, (int, np.integer))):
         raise UserError(f"iteration: must be a whole number or None (the final meta-strategy), got {iteration!r}")
+    status = run_status(run)
+    if not status.finished and status.iteration is None:
+        raise UserError(f"{run.path}: {status.describe()}; it has no checkpoint to load yet")
     found = Registries.of(registries)
     config = validate(read_yaml(run.config_file), source=str(run.config_file), registries=found)
     env: Env = build("envs", config.env, "env.params", found)
@@ -144,32 +155,21 @@ def load_run(path: str | os.PathLike[str], iteration: int | None = None, *, main
     spaces = policy_spaces(env, mapping)
     specs = population_algorithms(config, mapping.populations)
     store = PolicyStore(run, build_algorithms(specs, found), spaces)
-    summary = run.read_summary() if iteration is None or main or run.summary_file.is_file() else {}
-    seat_mixtures: Mapping[str, Any] = {}
-    joint: Any = None
-    if main:
-        if iteration is not None:
-            raise UserError("iteration: a league's main agents load at the end of the run only (leave it unset)")
-        populations = _main(run, summary)
-        at = int(summary.get("iterations", 0))
-    elif iteration is None or iteration == summary.get("iterations"):
-        populations, seat_mixtures, joint = _final(run, summary)
-        at = int(summary.get("iterations", 0))
-    else:
-        populations = _past(run, int(iteration), mapping.populations, config.scenario.name)
-        at = int(iteration)
+    read = _read(run, status, iteration, main=main, agents=env.agents, mapping=mapping,
+                 scenario=config.scenario.name)
+    populations, seat_mixtures, joint, source = read.populations, read.seat_mixtures, read.joint, read.source
     for population in populations:
         if population not in spaces:
-            raise UserError(f"{run.summary_file}: population {population!r} is not in the run's agent mapping")
+            raise UserError(f"{source}: population {population!r} is not in the run's agent mapping")
     pools: dict[str, Pool] = {}
     for agent in env.agents:
         name = mapping.population_of[agent]
         if name not in populations:
-            raise UserError(f"{run.summary_file}: no population {name!r} (agent {agent})")
+            raise UserError(f"{source}: no population {name!r} (agent {agent})")
         ids, population_mixture = populations[name]
         mixture = np.asarray(seat_mixtures.get(agent, population_mixture), dtype=float)
         if len(mixture) != len(ids):
-            raise UserError(f"{run.summary_file}: agent {agent}'s meta-strategy has {len(mixture)} weights "
+            raise UserError(f"{source}: agent {agent}'s meta-strategy has {len(mixture)} weights "
                             f"for {len(ids)} policies of population {name!r}")
         chosen = [(pid, w) for pid, w in zip(ids, mixture) if w > 0]
         weights = np.array([w for _, w in chosen])
@@ -178,17 +178,63 @@ def load_run(path: str | os.PathLike[str], iteration: int | None = None, *, main
                             algorithm=(specs[name].name, dict(specs[name].params)))
     if joint:
         joint_pool = _joint_pool(joint, store, {pid for pool in pools.values() for pid in pool.policy_ids},
-                                 run.summary_file)
+                                 source)
         pools = {a: attrs.evolve(pool, joint=joint_pool) for a, pool in pools.items()}
     loaded = {name: Population(name=name, seats=mapping.agents_of(name), policy_ids=tuple(ids),
                                mixture=_normalised(mixture), store=store)
               for name, (ids, mixture) in populations.items()}
-    return LoadedRun(config=config, env=env, mapping=mapping, pools=pools, populations=loaded, iteration=at,
-                     path=run.path, registries=found)
+    return LoadedRun(config=config, env=env, mapping=mapping, pools=pools, populations=loaded,
+                     iteration=read.iteration, path=run.path, status=read.status, registries=found)
 
 
-#: Per population: its policy ids and meta-strategy over them.
-Mixtures = dict[str, tuple[list[str], np.ndarray]]
+@attrs.frozen(kw_only=True)
+class _Read:
+    """The meta-strategies :func:`load_run` read, and where from: the populations (policy
+    ids and mixture), the seats' own mixtures where the run has them, a joint meta-strategy
+    (as ``summary.json`` writes it), the ``iteration`` they are of, the file read
+    (``source``, for messages) and the run's status (at the iteration read)."""
+
+    populations: Mixtures
+    seat_mixtures: Mapping[str, Any]
+    joint: Any
+    iteration: int
+    source: Path
+    status: RunStatus
+
+
+def _read(run: RunDirectory, status: RunStatus, iteration: int | None, *, main: bool, agents: tuple[str, ...],
+          mapping: AgentMapping, scenario: str) -> _Read:
+    """The meta-strategies :func:`load_run` asks for: a finished run's final ones from its
+    summary, an unfinished run's latest from its last committed checkpoint, a past
+    iteration's from the checkpoint's history."""
+    if main and iteration is not None:
+        raise UserError("iteration: a league's main agents load at the end of the run only (leave it unset)")
+    checkpoint: Checkpoint | None = None
+    if status.finished:
+        summary = run.read_summary()
+        last, source = int(summary.get("iterations", 0)), run.summary_file
+    else:
+        checkpoint = read_checkpoint(run)
+        if checkpoint is None:
+            raise UserError(f"{run.path}: {status.describe()}; it has no checkpoint to load yet")
+        status = attrs.evolve(status, iteration=checkpoint.iteration)  # the one read, if a commit came between
+        last, source = checkpoint.iteration, run.state_file
+    if iteration is None or iteration == last:
+        if checkpoint is None:
+            populations, seats, joint = (_main(run, summary), {}, None) if main else _final(run, summary)
+        elif main:
+            populations, seats, joint = _main_of_checkpoint(run, checkpoint), {}, None
+        else:
+            populations, seats, joint = _committed(checkpoint, agents, mapping)
+        return _Read(populations=populations, seat_mixtures=seats, joint=joint, iteration=last, source=source,
+                     status=status)
+    past = checkpoint if checkpoint is not None else read_checkpoint(run)
+    if past is None:
+        raise UserError(f"iteration {iteration}: the run at {run.path} has no checkpoint; only its final "
+                        "meta-strategy loads (iteration unset)")
+    populations = past.past_mixtures(int(iteration), mapping.populations, scenario, str(run.path))
+    return _Read(populations=populations, seat_mixtures={}, joint=None, iteration=int(iteration),
+                 source=run.state_file, status=status)
 
 
 def _final(run: RunDirectory, summary: Mapping[str, Any]) -> tuple[Mixtures, Mapping[str, Any], Any]:
@@ -211,35 +257,24 @@ def _main(run: RunDirectory, summary: Mapping[str, Any]) -> Mixtures:
     return {p: ([pid], np.ones(1)) for p, pid in main.items()}
 
 
-def _past(run: RunDirectory, iteration: int, names: tuple[str, ...], scenario: str) -> Mixtures:
-    """Each population's policies and meta-strategy after ``iteration``, from the
-    checkpoint: its first ``population_size`` policies and the ``meta_strategy`` its
-    history line records (without one, as marl's, the newest of them alone)."""
-    state, _ = run.load_state()
-    last = int(state["iteration"])
-    history = state["history"]
-    if not 0 <= iteration <= last:
-        raise UserError(f"iteration {iteration}: the run at {run.path} has iterations 0 to {last}; "
-                        "leave it unset (None) for the final meta-strategy")
-    recorded = all(f"population_size/{p}" in line for line in history for p in names)
-    if not recorded:
-        raise UserError(f"iteration {iteration}: the run's history does not record its populations per iteration "
-                        f"(scenario {scenario}); only its final meta-strategy loads (iteration unset)")
-    policies = state["policies"]
-    if iteration == 0:  # one initial policy each; marl's frozen populations hold their source's mixture
-        frozen = state.get("frozen_mixtures", {})
-        line: Mapping[str, Any] = {
-            **{f"population_size/{p}": len(frozen.get(p, [1.0])) for p in names},
-            **{f"meta_strategy/{p}": frozen[p] for p in names if p in frozen}}
-    else:
-        line = history[iteration - 1]
-    mixtures: Mixtures = {}
-    for p in names:
-        size = int(line[f"population_size/{p}"])
-        ids = list(policies[p][:size])
-        meta = line.get(f"meta_strategy/{p}", [0.0] * (size - 1) + [1.0])
-        mixtures[p] = (ids, np.asarray(meta, dtype=float))
-    return mixtures
+def _committed(checkpoint: Checkpoint, agents: tuple[str, ...],
+               mapping: AgentMapping) -> tuple[Mixtures, Mapping[str, Any], Any]:
+    """As :func:`_final`, from the last committed checkpoint: the populations, per-seat
+    mixtures (where it has them) and joint meta-strategy a summary would give for it."""
+    seat_populations = [mapping.population_of[a] for a in agents]
+    seats = checkpoint.seat_mixtures(seat_populations)
+    return (checkpoint.population_mixtures(seat_populations),
+            {} if seats is None else dict(zip(agents, seats)),
+            checkpoint.joint_meta_strategy(agents, seat_populations))
+
+
+def _main_of_checkpoint(run: RunDirectory, checkpoint: Checkpoint) -> Mixtures:
+    """Each population's main agent alone, as a league's checkpoint names them."""
+    main = checkpoint.main_policies()
+    if not main:
+        raise UserError(f"{run.path}: not a league run (its checkpoint names no main agents); "
+                        "--main plays a league's main agents")
+    return {p: ([pid], np.ones(1)) for p, pid in main.items()}
 
 
 def _normalised(mixture: np.ndarray) -> np.ndarray:

@@ -39,7 +39,8 @@ def play(run: LoadedRun, seat: str | None, *, seed: int, stdin: TextIO, stdout: 
     actors = {a: run.actor(a, rng=np.random.default_rng(stream)) for a, stream in zip(agents, streams) if a != seat}
     match = new_match(run.env, seat, seed=seed)
     say = _printer(stdout)
-    say(f"{run.path}, iteration {run.iteration}: you play {seat} against "
+    said = "" if run.status.finished else f" ({run.status.describe()})"
+    say(f"{run.path}, iteration {run.iteration}{said}: you play {seat} against "
         f"{', '.join(actors) or 'nobody'} (each playing its meta-strategy; seed {seed}). "
         "Type a move's number or name, or quit.")
     try:

@@ -1,7 +1,8 @@
 """``popmarl rank``: a cross-play tournament among the policies of runs of one two-player env.
 
-The players are each run's final policies with positive meta-strategy weight (or, with
-``every=True``, all its policies). With ``agents.mapping: shared`` in every run (one
+The players are each run's final policies with positive meta-strategy weight (of a run
+going or killed: its last committed checkpoint's), or, with ``every=True``, all its
+policies. With ``agents.mapping: shared`` in every run (one
 population for both seats of a symmetric game) all players are one pool and every pair
 plays in both seat orders; otherwise seat 0's policies meet only seat 1's (a shared run's
 policies sit in both seats) and ratings are per seat. The games run as evaluate tasks
@@ -41,6 +42,7 @@ from popmarl.plugins.registry import Registry, checkout_plugins
 from popmarl.tools.evaluate import evaluation_backend
 from popmarl.tools.loaded_run import LoadedRun, load_run
 from popmarl.tools.pools import Pool
+from popmarl.tools.run_status import RunStatus
 
 CACHE_FILE = "rank.json"
 DEFAULT_EPISODES = 200
@@ -66,7 +68,8 @@ class Tournament:
     """Cross-play results: seat 0's players ``rows`` against seat 1's ``columns`` (the same
     players when ``shared``; the diagonal is then not played). ``returns[k, i, j]``: seat
     ``k``'s mean return; ``outcomes[:, i, j]``: seat 0's wins, draws and losses (counts;
-    exact probabilities times ``episodes``)."""
+    exact probabilities times ``episodes``); ``statuses``: each run's when it was loaded (a
+    run going or killed plays its last committed checkpoint's policies)."""
 
     runs: tuple[str, ...]
     agents: tuple[str, ...]
@@ -79,6 +82,7 @@ class Tournament:
     episodes: int
     pairs: int
     played: int
+    statuses: tuple[RunStatus, ...] = ()
 
 
 def tournament(paths: Sequence[str | os.PathLike[str]], *, every: bool = False, episodes: int = DEFAULT_EPISODES,
@@ -147,7 +151,8 @@ def tournament(paths: Sequence[str | os.PathLike[str]], *, every: bool = False, 
         exact = exact and bool(entry["exact"])
     return Tournament(runs=tuple(str(p) for p in paths), agents=agents, shared=shared, rows=rows, columns=columns,
                       returns=returns, outcomes=outcomes, exact=exact, episodes=episodes, pairs=pairs,
-                      played=len(missing) // 2 if shared else len(missing))
+                      played=len(missing) // 2 if shared else len(missing),
+                      statuses=tuple(run.status for run in runs))
 
 
 def _labels(paths: Sequence[Path]) -> list[str]:
