@@ -63,7 +63,7 @@ CONFIGS: dict[str, dict[str, Any]] = {
                                                         "seed": 3}},
                    "algorithm": "exact_matrix_br", "solver": "tilted"},
     "league": {"scenario": {"name": "league", "params": {"steps_per_round": 20}}, "env": RPS,
-               "algorithm": {"name": "schedule"}, "solver": "uniform",
+               "algorithm": {"name": "schedule"}, "solver": "latest",  # named: the league's default needs popmarl-solvers
                "training": {"episodes_per_update": 2}, "evaluation": {"episodes_per_entry": 4}},
     "marl": {"scenario": {"name": "marl", "params": {"frozen": {"player_1": "initial"}}}, "env": RPS,
              "algorithm": {"name": "schedule"}, "training": {"max_env_steps": 8, "episodes_per_update": 2},
