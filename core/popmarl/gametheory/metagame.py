@@ -12,6 +12,18 @@ from collections.abc import Sequence
 import numpy as np
 
 
+#: Joint probabilities at or below this are outside a joint distribution's support: not
+#: drawn as opponents, not listed as its profiles (as OpenSpiel's jpsro ``DIST_TOL``).
+JOINT_SUPPORT_TOL = 1e-8
+
+
+def joint_support(joint: np.ndarray, axis_ids: Sequence[Sequence[str]]) -> tuple[list[list[str]], list[float]]:
+    """The profiles of ``joint``'s support, one id per axis each (``axis_ids[k]``: axis
+    ``k``'s ids), and their probabilities."""
+    index = np.argwhere(joint > JOINT_SUPPORT_TOL)
+    return [[axis_ids[k][i] for k, i in enumerate(row)] for row in index], joint[tuple(index.T)].tolist()
+
+
 def _contract_except(tensor: np.ndarray, mixtures: Sequence[np.ndarray], keep: int) -> np.ndarray:
     """Contract every player axis of ``tensor`` but ``keep`` with that player's mixture."""
     result = tensor

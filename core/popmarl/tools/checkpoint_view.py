@@ -23,11 +23,8 @@ import attrs
 import numpy as np
 
 from popmarl.errors import CheckpointError, UserError
+from popmarl.gametheory.metagame import joint_support
 from popmarl.runs.rundir import RunDirectory
-
-#: Joint probabilities at or below this are not in the support (as psro writes the summary's
-#: ``joint_meta_strategy``).
-JOINT_TOL = 1e-8
 
 #: Per population: its policy ids and meta-strategy over them.
 Mixtures = dict[str, tuple[list[str], np.ndarray]]
@@ -116,9 +113,8 @@ class Checkpoint:
         if joint.shape != tuple(len(ids) for ids in axis_ids):
             raise CheckpointError(f"{self.source}: the joint meta-strategy's shape {joint.shape} does not match the "
                                   f"seats' policies ({', '.join(str(len(ids)) for ids in axis_ids)})")
-        index = np.argwhere(joint > JOINT_TOL)
-        return {"agents": list(agents), "profiles": [[axis_ids[k][i] for k, i in enumerate(row)] for row in index],
-                "probabilities": joint[tuple(index.T)].tolist()}
+        profiles, probabilities = joint_support(joint, axis_ids)
+        return {"agents": list(agents), "profiles": profiles, "probabilities": probabilities}
 
     def main_policies(self) -> dict[str, str] | None:
         """A league's main agents by population (``<population>/main``), or None where the

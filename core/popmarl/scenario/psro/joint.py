@@ -8,13 +8,10 @@ from typing import Any
 import numpy as np
 
 from popmarl.data.tasks import JointOpponents
+from popmarl.gametheory.metagame import JOINT_SUPPORT_TOL, joint_support
 from popmarl.interfaces.solver import JointMetaSolver
 from popmarl.scenario.meta_game import exact_env
 from popmarl.scenario.psro.state import PSROBase, PSROState
-
-#: Joint probabilities at or below this are dropped when drawing opponents (as OpenSpiel's
-#: jpsro ``DIST_TOL``).
-_JOINT_TOL = 1e-8
 
 
 class PSROJoint(PSROBase):
@@ -44,8 +41,8 @@ class PSROJoint(PSROBase):
             slices = [(1.0, joint.sum(axis=0), (joint * values).sum(axis=0) / np.maximum(joint.sum(axis=0), 1e-300))]
         result = []
         for weight, dist, value in slices:
-            index = np.argwhere(dist > _JOINT_TOL)
-            if weight <= _JOINT_TOL or len(index) == 0:
+            index = np.argwhere(dist > JOINT_SUPPORT_TOL)
+            if weight <= JOINT_SUPPORT_TOL or len(index) == 0:
                 continue
             probabilities = dist[tuple(index.T)] / dist[tuple(index.T)].sum()
             profiles = tuple(tuple(axis_ids[j][i] for j, i in enumerate(row)) for row in index)
@@ -85,8 +82,5 @@ class PSROJoint(PSROBase):
         """The joint meta-strategy's support: the seats, one policy id per seat for each
         profile, and the profiles' probabilities (``popmarl eval`` draws from it)."""
         assert state.joint is not None
-        axis_ids = self._axis_ids(state.policies)
-        index = np.argwhere(state.joint > _JOINT_TOL)
-        return {"agents": list(self.ctx.env.agents),
-                "profiles": [[axis_ids[k][i] for k, i in enumerate(row)] for row in index],
-                "probabilities": state.joint[tuple(index.T)].tolist()}
+        profiles, probabilities = joint_support(state.joint, self._axis_ids(state.policies))
+        return {"agents": list(self.ctx.env.agents), "profiles": profiles, "probabilities": probabilities}
