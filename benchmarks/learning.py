@@ -457,8 +457,9 @@ def torch_floor(setting: Setting, row: Mapping[str, Any], repeats: int = 200) ->
                 critic(obs)
 
         learning_ms = row["gradient_steps"] * _cpu_ms(step, repeats) + learner_rows / rows * _cpu_ms(passes, repeats)
-    acting_s = env_steps / row["rollout_steps_per_s"]
-    floor = env_steps / (acting_s + learning_ms / 1e3)
+    # env_steps / (acting time + learning time), written so that with no learning it is the
+    # rollout's rate itself (env_steps / (env_steps / rate) can round one ulp above it).
+    floor = row["rollout_steps_per_s"] / (1.0 + learning_ms / 1e3 * row["rollout_steps_per_s"] / env_steps)
     return {"floor_steps_per_s": floor, "floor_over_rollout": floor / row["rollout_steps_per_s"],
             "floor_minibatch_rows": float(rows)}
 
