@@ -117,7 +117,7 @@ def default_budget(config: Any, steps: int, algorithm: Any, env: Any) -> Any:
     ``algorithm`` on ``env``, capped at ``steps``."""
     from popmarl.interfaces.algorithm import opponent_exploration
 
-    return attrs.evolve(config.training.budget(opponent_exploration(algorithm, env)), max_env_steps=steps)
+    return config.training.budget(opponent_exploration(algorithm, env), max_env_steps=steps)
 
 
 @contextlib.contextmanager
@@ -156,7 +156,8 @@ def popmarl_train(setting: Setting, steps: int, profile: bool) -> dict[str, Any]
     from popmarl.data.population import AgentMapping, policy_id
     from popmarl.data.learners import LearnerSpec
     from popmarl.data.policies import PolicySpec
-    from popmarl.data.tasks import Opponents, TrainTask
+    from popmarl.data.meta_strategy import MetaStrategy
+    from popmarl.data.tasks import TrainTask
     from popmarl.runs.runner import build, build_algorithms, policy_spaces
 
     config = setting.config()
@@ -172,9 +173,7 @@ def popmarl_train(setting: Setting, steps: int, profile: bool) -> dict[str, Any]
     executor = Executor(setup, Components(env=env, algorithms=algorithms))
     for k, population in enumerate(mapping.populations):
         executor.add_policy(policy_id(population, 0), executor.agents[population].initial_policy(seed=k).get_weights())
-    opponents = tuple(Opponents(agent=agent, population=mapping.population_of[agent],
-                                policy_ids=(policy_id(mapping.population_of[agent], 0),), mixture=np.ones(1))
-                      for agent in env.agents)
+    opponents = MetaStrategy.pure({agent: policy_id(mapping.population_of[agent], 0) for agent in env.agents})
     learner = mapping.populations[0]
 
     def task(key: str, budget_steps: int, seed: int) -> Any:
@@ -295,6 +294,7 @@ def tianshou_train(setting: Setting, steps: int, num_envs: int, episodes_per_upd
     from tianshou.trainer import OffPolicyTrainerParams, OnPolicyTrainerParams
 
     from popmarl.data.population import AgentMapping
+    from popmarl.interfaces.algorithm import TrainerContext
     from popmarl.runs.runner import build, policy_spaces
 
     config = setting.config()
@@ -302,7 +302,9 @@ def tianshou_train(setting: Setting, steps: int, num_envs: int, episodes_per_upd
     space = policy_spaces(env, AgentMapping.resolve("per_player", env.agents))[env.agents[0]]
     algorithm = build("algorithms", config.algorithm, "algorithm.params")
     policy = algorithm.make_policy(space=space, seed=0)
-    learner = algorithm.make_trainer(policy=policy, space=space, seed=0).algorithm  # Tianshou's DQN/PPO/A2C
+    trainer = algorithm.make_trainer(policy=policy, space=space, seed=0,
+                                     context=TrainerContext.alone(policy=policy, space=space))
+    learner = trainer.algorithm  # Tianshou's DQN/PPO/A2C
     learner.policy.register_forward_hook(_acts_to_numpy)
     probe = tianshou_env(setting.game)
     envs = DummyVectorEnv([lambda: tianshou_env(setting.game) for _ in range(num_envs)])

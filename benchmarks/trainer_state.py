@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 import popmarl
-from popmarl.interfaces.algorithm import PolicySpace
+from popmarl.interfaces.algorithm import PolicySpace, TrainerContext
 from popmarl.builtin.random_policy import UniformRandomPolicy
 from popmarl.engine.rollout import RolloutWorker
 from popmarl.engine.seating import OpponentDraw, Seating
@@ -27,7 +27,8 @@ def main() -> None:
                         observation_space=env.observation_space("player_0"), action_space=env.action_space("player_0"))
     algorithm = popmarl.algorithms.load("dqn")()
     policy = algorithm.make_policy(space=space, seed=0)
-    trainer = algorithm.make_trainer(policy=policy, space=space, seed=0)
+    trainer = algorithm.make_trainer(policy=policy, space=space, seed=0,
+                                     context=TrainerContext.alone(policy=policy, space=space))
     worker = RolloutWorker(env=env, num_envs=64)
     n_actions = env.action_space("player_1").n
     opponents = OpponentDraw({"player_1": ([UniformRandomPolicy(n_actions)], np.ones(1))})
@@ -46,7 +47,8 @@ def main() -> None:
     print(f"  {'total':14s} {sum(map(len, state.values())):>10,d} bytes; state() {saved:.2f} s")
     rebuilt = algorithm.make_policy(space=space, seed=1)
     rebuilt.set_weights(policy.get_weights())
-    resumed = algorithm.make_trainer(policy=rebuilt, space=space, seed=1)
+    resumed = algorithm.make_trainer(policy=rebuilt, space=space, seed=1,
+                                     context=TrainerContext.alone(policy=rebuilt, space=space))
     start = time.perf_counter()
     resumed.load_state(state)
     print(f"load_state() {time.perf_counter() - start:.2f} s")

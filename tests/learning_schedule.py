@@ -15,7 +15,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from popmarl.interfaces.algorithm import Algorithm, PolicySpace
+from popmarl.interfaces.algorithm import Algorithm, PolicySpace, TrainerContext
 from popmarl.builtin.matrix_env import MixedStrategyPolicy
 from popmarl.errors import CheckpointError
 from popmarl.data.episodes import Episode
@@ -77,6 +77,7 @@ class ScheduleTrainer(Trainer):
 class ScheduleAlgorithm(Algorithm):
     """``schedule``: a learner that plays a scheduled pure action per version."""
 
+    learns = True
     Config = ScheduleConfig
     config: ScheduleConfig
 
@@ -84,6 +85,6 @@ class ScheduleAlgorithm(Algorithm):
         assert isinstance(space.action_space, Discrete)
         return MixedStrategyPolicy(np.eye(space.action_space.n)[self.config.schedule[0]])
 
-    def make_trainer(self, *, policy: object, space: PolicySpace, seed: int) -> Trainer:
+    def make_trainer(self, *, policy: object, space: PolicySpace, seed: int, context: TrainerContext) -> Trainer:
         assert isinstance(policy, MixedStrategyPolicy)
         return ScheduleTrainer(policy, self.config.schedule)

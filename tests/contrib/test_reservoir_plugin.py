@@ -14,6 +14,7 @@ import pytest
 
 import popmarl
 from popmarl.data.episodes import Episode, Observations
+from popmarl.interfaces.algorithm import TrainerContext
 
 DIST = "popmarl-reservoir"
 SETTINGS = {
@@ -26,7 +27,7 @@ SETTINGS = {
     "solver": None,
 }
 #: Metrics that measure time, not behaviour.
-TIMED = ("wall_time_s",)
+TIMED = ("wall_time_s", "iteration_time_s")
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -129,6 +130,10 @@ def test_runs_without_max_iterations(run_cli, write_config, tmp_path: Path, stop
      "agents.mapping: scenario reservoir_self_play needs one population playing every seat (set it to shared); "
      "got player_0, player_1"),
     ({"scenario": {"name": "reservoir_self_play", "params": {"capacity": 0}}}, "scenario.params.capacity"),
+    ({"algorithm": {"name": "exact_matrix_br"}},
+     "algorithm: exact_matrix_br (population shared) does not learn; scenario reservoir_self_play trains its "
+     "population"),
+    ({"training": {**SETTINGS["training"], "window": 10}}, "training.window: not used by scenario reservoir_self_play"),
 ])
 def test_bad_configs_are_refused_before_anything_runs(run_cli, write_config, tmp_path: Path, settings: dict,
                                                       message: str) -> None:
@@ -151,14 +156,16 @@ def test_softmax_pg_trainer_state_continues_exactly() -> None:
                         terminated=True, truncated=False, episode_return=0.5) for o in obs]
 
     policy = algorithm.make_policy(space=space, seed=1)
-    trainer = algorithm.make_trainer(policy=policy, space=space, seed=1)
+    trainer = algorithm.make_trainer(policy=policy, space=space, seed=1,
+                                     context=TrainerContext.alone(policy=policy, space=space))
     for _ in range(3):
         trainer.update(episodes(4))
     state, weights = trainer.state(), policy.get_weights()
     later = [episodes(4) for _ in range(2)]
     copy = algorithm.make_policy(space=space, seed=99)
     copy.set_weights(weights)
-    rebuilt = algorithm.make_trainer(policy=copy, space=space, seed=99)
+    rebuilt = algorithm.make_trainer(policy=copy, space=space, seed=99,
+                                     context=TrainerContext.alone(policy=copy, space=space))
     rebuilt.load_state(state)
     for batch in later:
         assert trainer.update(batch) == rebuilt.update(batch)
@@ -166,7 +173,8 @@ def test_softmax_pg_trainer_state_continues_exactly() -> None:
     # Without the state (momentum and baseline lost), the same episodes lead elsewhere.
     fresh = algorithm.make_policy(space=space, seed=99)
     fresh.set_weights(weights)
-    algorithm.make_trainer(policy=fresh, space=space, seed=99).update(later[0])
+    algorithm.make_trainer(policy=fresh, space=space, seed=99,
+                           context=TrainerContext.alone(policy=fresh, space=space)).update(later[0])
     assert not np.array_equal(fresh.get_weights()["w"], copy.get_weights()["w"])
     probs = policy.probabilities(Observations(obs=np.ones((1, 2)), mask=np.array([[True, False, True]])))
     assert probs[0, 1] == 0 and probs.sum() == pytest.approx(1.0)

@@ -12,7 +12,8 @@ import pytest
 import popmarl
 from popmarl.builtin.exact_matrix_br import ExactMatrixBR
 from popmarl.builtin.local_backend import LocalBackend
-from popmarl.data.learners import LearnerInit, LearnerSpec
+from popmarl.data.learners import LearnerSpec
+from popmarl.data.meta_strategy import MetaStrategy
 from popmarl.data.policies import PolicySpec
 from popmarl.data.tasks import (
     BestResponseResult,
@@ -32,7 +33,7 @@ def snapshot(population: str, index: int) -> PolicySpec:
 def test_best_respond_answers_each_task_with_no_learner() -> None:
     backend = rps_backend()
     # Every seat's meta-strategy (the responder's own seat is ignored), as PSRO gives them.
-    meta = (mixture("player_0", {2: 0.8, 3: 0.2}), mixture("player_1", {0: 1.0}))
+    meta = MetaStrategy.merged(mixture("player_0", {2: 0.8, 3: 0.2}), mixture("player_1", {0: 1.0}))
     answers = backend.best_respond([
         BestResponseTask(population="player_0", seed=0, snapshot=snapshot("player_0", 9), opponents=meta),
         BestResponseTask(population="player_1", seed=0, snapshot=snapshot("player_1", 9), opponents=meta),
@@ -54,21 +55,39 @@ def test_a_declined_question_has_no_policy() -> None:
     backend._executor.agents["player_0"].algorithm = Declining()
     (result,) = backend.best_respond([BestResponseTask(population="player_0", seed=0,
                                                        snapshot=snapshot("player_0", 9),
-                                                       opponents=(mixture("player_0", {0: 1.0}),
-                                                                  mixture("player_1", {0: 1.0})))])
+                                                       opponents=MetaStrategy.merged(
+                                                           mixture("player_0", {0: 1.0}),
+                                                           mixture("player_1", {0: 1.0})))])
     assert result.policy is None
 
 
-def test_an_exact_oracle_in_a_train_task_answers_without_a_learner() -> None:
-    """A scenario written against the train verb keeps working: the answer is the snapshot."""
+class Recording(ExactMatrixBR):
+    """``exact_matrix_br`` that notes each problem it is asked (test only)."""
+
+    asked: list[int] = []
+
+    def best_response(self, problem):  # type: ignore[no-untyped-def]
+        type(self).asked.append(problem.seed)
+        return super().best_response(problem)
+
+
+def test_a_train_task_trains_and_never_asks_an_exact_oracle(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Exact answers are asked with ``best_respond`` only: a train task starts the learner
+    it names, which for an oracle that does not learn keeps its policy as made and plays
+    no games (PSRO sends such a task only for an oracle that declined)."""
+    monkeypatch.setattr(Recording, "asked", [])
     backend = rps_backend()
+    backend._executor.agents["player_0"].algorithm = Recording()
     spec = LearnerSpec(key="player_0", population="player_0", seats=("player_0",), seed=3,
-                       init=LearnerInit(kind="continue"), snapshot=snapshot("player_0", 9))
-    meta = (mixture("player_0", {0: 1.0}), mixture("player_1", {1: 1.0}))
+                       snapshot=snapshot("player_0", 9))
+    meta = MetaStrategy.merged(mixture("player_0", {0: 1.0}), mixture("player_1", {1: 1.0}))
     (result,) = backend.train([TrainTask(learners=(spec,), seed=3, opponents=meta, return_state=True)])
-    assert result.policies[0].weights["probs"].tolist() == [0, 0, 1]  # scissors beats paper
-    assert result.states["player_0"].weights["probs"].tolist() == [0, 0, 1] and not result.states["player_0"].trainer
-    assert result.env_steps == 0 and backend._executor.learners.held == {}
+    assert Recording.asked == []
+    assert result.policies[0].weights["probs"].tolist() == [1, 0, 0]  # make_policy's: no answer, no training
+    assert not result.states["player_0"].trainer and result.env_steps == 0
+    backend.best_respond([BestResponseTask(population="player_0", seed=5, snapshot=snapshot("player_0", 10),
+                                           opponents=meta)])
+    assert Recording.asked == [5]
 
 
 class CountingCalls(LocalBackend):

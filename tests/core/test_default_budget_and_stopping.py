@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import attrs
 import numpy as np
 import pytest
 
@@ -16,6 +17,7 @@ import popmarl
 from popmarl.builtin.matrix_env import MatrixEnv
 from popmarl.config.schema import (AUTO_MAX_ENV_STEPS, AUTO_MIN_ENV_STEPS, AUTO_PATIENCE, DEFAULT_MAX_WALL_TIME_S,
                             ROUND_ENV_STEPS, StoppingConfig, TrainingConfig)
+from popmarl.data.tasks import TrainBudget
 from popmarl.interfaces.env_traits import measure
 from popmarl.gametheory.metagame import new_strategy_gains
 
@@ -102,11 +104,61 @@ def test_traits_are_measured_once_per_env_object_even_an_unhashable_one() -> Non
     assert traits_of(MatrixEnv(game="rps")) == traits_of(env)
 
 
-def test_the_training_keys_a_config_sets_count_an_old_configs_self_play_of_0_as_unset() -> None:
-    """Runs made before self-play followed the env saved ``self_play: 0.0``: a marl or
-    league run resumed from one is not refused for setting a psro-only key."""
+def test_the_training_keys_a_config_sets_are_those_off_their_default() -> None:
+    """``self_play: 0.0`` is set (to no self-play): a marl or league run refuses it like
+    any other psro-only key."""
     keys = ("self_play", "opponent_epsilon", "keep")
-    assert TrainingConfig(self_play=0.0).given(keys) == []
+    assert TrainingConfig().given(keys) == []
+    assert TrainingConfig(self_play=0.0).given(keys) == ["self_play"]
     assert TrainingConfig(self_play=0.5, keep="best").given(keys) == ["self_play", "keep"]
     assert TrainingConfig().budget(self_play=0.5).self_play == 0.5  # unset: the env's default ...
     assert TrainingConfig(self_play=0.0).budget(self_play=0.5).self_play == 0.0  # ... set: the config's
+
+
+#: Training configs a marl run accepts: every key it reads, set or not.
+MARL_CONFIGS = [TrainingConfig(), TrainingConfig(max_env_steps=3_000), TrainingConfig(max_episodes=40),
+                TrainingConfig(max_wall_time_s=2.5, episodes_per_update=16),
+                TrainingConfig(max_env_steps=500, max_episodes=9, max_wall_time_s=1.0, episodes_per_update=4)]
+#: A league reads opponent_epsilon too.
+LEAGUE_CONFIGS = [*MARL_CONFIGS, TrainingConfig(opponent_epsilon=0.2)]
+
+
+@pytest.mark.parametrize("training", MARL_CONFIGS)
+def test_a_marl_iteration_budget_is_the_rounds_env_steps_and_the_configs_limits(training: TrainingConfig) -> None:
+    """What marl built by hand: the round's env steps, the config's other limits and update
+    size, nothing that follows learning."""
+    by_hand = TrainBudget(max_env_steps=training.round_env_steps, max_episodes=training.max_episodes,
+                          max_wall_time_s=training.max_wall_time_s, episodes_per_update=training.episodes_per_update)
+    assert training.budget(follows_learning=False, max_env_steps=training.round_env_steps) == by_hand
+
+
+@pytest.mark.parametrize("training", LEAGUE_CONFIGS)
+@pytest.mark.parametrize("algorithm_epsilon", [0.0, 0.3])
+def test_a_league_round_budget_is_its_steps_with_no_plateau_rule(training: TrainingConfig,
+                                                                 algorithm_epsilon: float) -> None:
+    """What league built: the budget that follows learning with the round's env steps and
+    its plateau rule taken out."""
+    steps = 1_234
+    evolved = attrs.evolve(training.budget(algorithm_epsilon), max_env_steps=steps, min_env_steps=None, patience=None)
+    assert training.budget(algorithm_epsilon, follows_learning=False, max_env_steps=steps) == evolved
+
+
+def test_a_budget_that_does_not_follow_learning_is_the_configs_as_given() -> None:
+    fixed = TrainingConfig().budget(episode_steps=21.0, follows_learning=False)
+    assert (fixed.max_env_steps, fixed.min_env_steps, fixed.patience) == (None, None, None)
+    both = TrainingConfig().budget(episode_steps=2.0, max_env_steps=7)  # following learning, a run's own length
+    assert (both.max_env_steps, both.min_env_steps, both.patience) == (7, AUTO_MIN_ENV_STEPS, AUTO_PATIENCE)
+    kept = TrainingConfig(max_env_steps=9, patience=2, min_env_steps=4).budget(follows_learning=False)
+    assert (kept.max_env_steps, kept.min_env_steps, kept.patience) == (9, 4, 2)
+
+
+@pytest.mark.parametrize("training", [*LEAGUE_CONFIGS, TrainingConfig(self_play=0.5, keep="best", target_win_rate=0.9),
+                                      TrainingConfig(patience=3, min_env_steps=10, window=20, max_episodes=5)])
+def test_an_exploit_response_budget_is_its_env_steps_in_the_runs_update_rounds(training: TrainingConfig) -> None:
+    """What exploit built by hand: whatever the run's training config, a response trains
+    for its env steps exactly."""
+    from popmarl.tools.exploit import response_budget
+
+    by_hand = TrainBudget(max_env_steps=9_000, episodes_per_update=training.episodes_per_update,
+                          window=training.window)
+    assert response_budget(training, 9_000) == by_hand

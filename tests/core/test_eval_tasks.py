@@ -16,7 +16,8 @@ from popmarl.builtin.local_backend import LocalBackend
 from popmarl.builtin.matrix_env import MatrixEnv
 from popmarl.data.outcomes import outcome_counts, outcome_signs
 from popmarl.data.population import AgentMapping
-from popmarl.data.tasks import EvalTask, JointOpponents, Opponents
+from popmarl.data.meta_strategy import MetaStrategy
+from popmarl.data.tasks import EvalTask
 from popmarl.runs.runner import policy_spaces
 
 #: Rock, paper, scissors, and the uniform mixture of the three (policy ids ``player_k/a``).
@@ -39,9 +40,8 @@ def rps_backend(exact: str = "auto", num_envs: int = 64) -> LocalBackend:
     return backend
 
 
-def mixture(seat: str, weights: dict[int, float]) -> Opponents:
-    return Opponents(agent=seat, population=seat, policy_ids=tuple(f"{seat}/{k}" for k in weights),
-                     mixture=np.asarray(list(weights.values()), dtype=float))
+def mixture(seat: str, weights: dict[int, float]) -> MetaStrategy:
+    return MetaStrategy.independent({seat: ([f"{seat}/{k}" for k in weights], list(weights.values()))})
 
 
 def task(index: int = 0, episodes: int = 2000, seed: int = 0, **seats: Any) -> EvalTask:
@@ -77,7 +77,7 @@ def test_exact_outcomes_are_probabilities() -> None:
 
 
 def test_a_seat_mixture_is_drawn_per_episode_and_expanded_exactly() -> None:
-    seats = {"profile": {"player_1": "player_1/0"}, "mixtures": (mixture("player_0", {1: 0.75, 2: 0.25}),)}
+    seats = {"profile": {"player_1": "player_1/0"}, "meta": mixture("player_0", {1: 0.75, 2: 0.25})}
     (exact,) = rps_backend().evaluate([task(**seats)])
     # paper (0.75) beats rock, scissors (0.25) loses to it
     assert exact.exact_outcomes and exact.returns.tolist() == [0.5, -0.5]
@@ -90,18 +90,17 @@ def test_a_seat_mixture_is_drawn_per_episode_and_expanded_exactly() -> None:
 
 def test_a_joint_distribution_draws_its_seats_together() -> None:
     # Half the games rock vs scissors, half scissors vs rock: always a decided game.
-    joint = JointOpponents(agents=("player_0", "player_1"), profiles=(("player_0/0", "player_1/2"),
-                                                                      ("player_0/2", "player_1/0")),
-                           probabilities=np.array([0.5, 0.5]))
-    (exact,) = rps_backend().evaluate([task(joint=joint)])
+    joint = MetaStrategy.correlated(("player_0", "player_1"), (("player_0/0", "player_1/2"),
+                                                               ("player_0/2", "player_1/0")), [0.5, 0.5])
+    (exact,) = rps_backend().evaluate([task(meta=joint)])
     assert exact.outcome_rates()[:, 0].tolist() == [0.5, 0.0, 0.5]
-    (sampled,) = rps_backend(exact="never").evaluate([task(joint=joint, episodes=2000)])
+    (sampled,) = rps_backend(exact="never").evaluate([task(meta=joint, episodes=2000)])
     assert sampled.draws.tolist() == [0, 0]  # drawn together: never rock vs rock
     assert sampled.wins[0] / 2000 == pytest.approx(0.5, abs=0.05)
 
 
 def test_each_task_plays_its_own_episodes_and_seed() -> None:
-    seats = {"profile": {"player_1": "player_1/3"}, "mixtures": (mixture("player_0", {0: 0.5, 3: 0.5}),)}
+    seats = {"profile": {"player_1": "player_1/3"}, "meta": mixture("player_0", {0: 0.5, 3: 0.5})}
     backend = rps_backend(exact="never")
     first, second, third = backend.evaluate([task(0, episodes=300, seed=1, **seats), task(1, episodes=700, seed=1, **seats),
                                              task(2, episodes=500, seed=2, **seats)])
@@ -115,8 +114,8 @@ def test_each_task_plays_its_own_episodes_and_seed() -> None:
 
 
 def test_every_seat_is_named_once() -> None:
-    with pytest.raises(ValueError, match="seat player_0 is named more than once"):
-        task(profile={"player_0": "player_0/0"}, mixtures=(mixture("player_0", {1: 1.0}),))
+    with pytest.raises(ValueError, match="seat player_0 is named in both profile and meta"):
+        task(profile={"player_0": "player_0/0"}, meta=mixture("player_0", {1: 1.0}))
     with pytest.raises(ValueError, match=r"missing \['player_1'\]"):
         rps_backend().evaluate([task(profile={"player_0": "player_0/0"})])
 
@@ -141,7 +140,7 @@ def test_psro_payoff_entries_skip_outcomes_on_an_exact_env() -> None:
 def test_mixtures_too_large_to_expand_are_sampled(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(executor, "EXACT_PROFILES", 3)
     both = (mixture("player_0", {0: 0.5, 1: 0.5}), mixture("player_1", {0: 0.5, 2: 0.5}))
-    small, large = rps_backend().evaluate([task(0, mixtures=both[:1], profile={"player_1": "player_1/0"}),
-                                           task(1, mixtures=both, episodes=1000)])
+    small, large = rps_backend().evaluate([task(0, meta=both[0], profile={"player_1": "player_1/0"}),
+                                           task(1, meta=MetaStrategy.merged(*both), episodes=1000)])
     assert small.exact and small.exact_outcomes
     assert not large.exact and large.episodes == 1000

@@ -8,7 +8,7 @@ import pytest
 from learning_schedule import ScheduleAlgorithm
 from test_marl_scenario import ReinforceAlgorithm
 
-from popmarl.interfaces.algorithm import PolicySpace
+from popmarl.interfaces.algorithm import PolicySpace, TrainerContext
 from popmarl.errors import CheckpointError
 from popmarl.data.episodes import Episode
 from popmarl.interfaces.spaces import Box, Discrete
@@ -26,12 +26,14 @@ def episodes(action: int, reward: float) -> list[Episode]:
 def test_a_rebuilt_schedule_trainer_continues_the_schedule() -> None:
     algorithm = ScheduleAlgorithm(schedule=[0, 1, 2])
     policy = algorithm.make_policy(space=SPACE, seed=0)
-    trainer = algorithm.make_trainer(policy=policy, space=SPACE, seed=0)
+    trainer = algorithm.make_trainer(policy=policy, space=SPACE, seed=0,
+                                     context=TrainerContext.alone(policy=policy, space=SPACE))
     trainer.update(episodes(0, 0.0))
     state = trainer.state()
     rebuilt = algorithm.make_policy(space=SPACE, seed=0)
     rebuilt.set_weights(policy.get_weights())
-    resumed = algorithm.make_trainer(policy=rebuilt, space=SPACE, seed=0)
+    resumed = algorithm.make_trainer(policy=rebuilt, space=SPACE, seed=0,
+                                     context=TrainerContext.alone(policy=rebuilt, space=SPACE))
     resumed.load_state(state)
     trainer.update(episodes(0, 0.0))
     resumed.update(episodes(0, 0.0))
@@ -44,10 +46,13 @@ def test_a_rebuilt_schedule_trainer_continues_the_schedule() -> None:
 def test_a_rebuilt_reinforce_trainer_keeps_its_update_count() -> None:
     algorithm = ReinforceAlgorithm(lr=0.5)
     policy = algorithm.make_policy(space=SPACE, seed=0)
-    trainer = algorithm.make_trainer(policy=policy, space=SPACE, seed=0)
+    trainer = algorithm.make_trainer(policy=policy, space=SPACE, seed=0,
+                                     context=TrainerContext.alone(policy=policy, space=SPACE))
     for _ in range(3):
         trainer.update(episodes(1, 1.0) + episodes(0, 0.0))
-    resumed = algorithm.make_trainer(policy=algorithm.make_policy(space=SPACE, seed=0), space=SPACE, seed=0)
+    rebuilt = algorithm.make_policy(space=SPACE, seed=0)
+    resumed = algorithm.make_trainer(policy=rebuilt, space=SPACE, seed=0,
+                                     context=TrainerContext.alone(policy=rebuilt, space=SPACE))
     resumed.load_state(trainer.state())
     assert resumed.updates == 3
     with pytest.raises(CheckpointError, match=r"^trainer state trainer.json: missing updates$"):

@@ -24,13 +24,8 @@ from popmarl.data.population import AgentMapping
 from popmarl.data.episodes import Episode
 from popmarl.data.learners import LearnerInit, LearnerSpec, LearnerState
 from popmarl.data.policies import PolicySpec
-from popmarl.data.tasks import (
-    JointOpponents,
-    Opponents,
-    TrainBudget,
-    TrainResult,
-    TrainTask,
-)
+from popmarl.data.meta_strategy import MetaStrategy
+from popmarl.data.tasks import TrainBudget, TrainResult, TrainTask
 from popmarl.runs.rundir import RunDirectory
 from popmarl.runs.runner import policy_spaces
 
@@ -60,14 +55,15 @@ def learner(key: str = "p0", init: LearnerInit | None = None, *, population: str
                                                               algorithm="schedule", iteration=1))
 
 
-def against(pid: str, agent: str = "player_1") -> Opponents:
+def against(pid: str, agent: str = "player_1") -> MetaStrategy:
     """Seat ``agent`` always played by the frozen policy ``pid``."""
-    return Opponents(agent=agent, population=agent, policy_ids=(pid,), mixture=np.ones(1))
+    return MetaStrategy.pure({agent: pid})
 
 
-def task(*learners: LearnerSpec, episodes: int = 8, per_update: int = 4, opponents: tuple[Opponents, ...] = (),
-         joint: JointOpponents | None = None, return_state: bool = False) -> TrainTask:
-    return TrainTask(learners=learners, seed=3, opponents=opponents, joint=joint, return_state=return_state,
+def task(*learners: LearnerSpec, episodes: int = 8, per_update: int = 4, opponents: tuple[MetaStrategy, ...] = (),
+         return_state: bool = False) -> TrainTask:
+    """A task against ``opponents`` (their seats merged into one meta-strategy)."""
+    return TrainTask(learners=learners, seed=3, opponents=MetaStrategy.merged(*opponents), return_state=return_state,
                      budget=TrainBudget(max_env_steps=None, max_episodes=episodes, episodes_per_update=per_update))
 
 
@@ -270,21 +266,18 @@ def _pair_frequencies(run: Executor, **kwargs: object) -> Mapping[float, float]:
 def test_joint_opponents_are_drawn_as_whole_profiles(three_players: MatrixEnv) -> None:
     """Profiles (rock, rock) 1/4 and (paper, scissors) 3/4; (paper, rock) has probability
     0. Drawn seat by seat, (rock, scissors) and (paper, rock) would occur too."""
-    joint = JointOpponents(agents=("player_1", "player_2"),
-                           profiles=(("player_1/0", "player_2/0"), ("player_1/1", "player_2/2"),
-                                     ("player_1/1", "player_2/0")),
-                           probabilities=np.array([0.25, 0.75, 0.0]))
-    frequencies = _pair_frequencies(executor(three_players), joint=joint)
+    joint = MetaStrategy.correlated(("player_1", "player_2"),
+                                    (("player_1/0", "player_2/0"), ("player_1/1", "player_2/2"),
+                                     ("player_1/1", "player_2/0")), [0.25, 0.75, 0.0])
+    frequencies = _pair_frequencies(executor(three_players), opponents=(joint,))
     assert set(frequencies) == {0.0, 5.0}  # 3 * 0 + 0 and 3 * 1 + 2 only
     assert frequencies[5.0] == pytest.approx(0.75, abs=0.03)  # sd 0.007
 
 
 def test_a_joint_over_some_seats_and_mixtures_for_the_others(three_players: MatrixEnv) -> None:
-    joint = JointOpponents(agents=("player_1",), profiles=(("player_1/0",), ("player_1/1",)),
-                           probabilities=np.array([0.5, 0.5]))
-    mixture = Opponents(agent="player_2", population="player_2", policy_ids=("player_2/0", "player_2/2"),
-                        mixture=np.array([0.2, 0.8]))
-    frequencies = _pair_frequencies(executor(three_players), joint=joint, opponents=(mixture,))
+    joint = MetaStrategy.correlated(("player_1",), (("player_1/0",), ("player_1/1",)), [0.5, 0.5])
+    mixture = MetaStrategy.independent({"player_2": (("player_2/0", "player_2/2"), [0.2, 0.8])})
+    frequencies = _pair_frequencies(executor(three_players), opponents=(joint, mixture))
     assert set(frequencies) == {0.0, 2.0, 3.0, 5.0}
     expected = {0.0: 0.1, 2.0: 0.4, 3.0: 0.1, 5.0: 0.4}  # independent draws
     for value, p in expected.items():
@@ -385,7 +378,7 @@ def test_patience_stops_a_run_whose_return_no_longer_improves() -> None:
     def run_with(**budget: object) -> TrainResult:
         spec = task(learner(), episodes=100)
         limits = TrainBudget(max_env_steps=None, max_episodes=100, episodes_per_update=4, window=4, **budget)
-        return executor().train(TrainTask(learners=spec.learners, seed=3, opponents=(against("player_1/0"),),
+        return executor().train(TrainTask(learners=spec.learners, seed=3, opponents=against("player_1/0"),
                                           budget=limits))
 
     stopped = run_with(patience=2)

@@ -61,12 +61,13 @@ class ReinforceConfig:
 
 
 class ReinforceAlgorithm(popmarl.Algorithm):
+    learns = True
     Config = ReinforceConfig
 
     def make_policy(self, *, space, seed):
         return SoftmaxPolicy(space.action_space.n, seed)
 
-    def make_trainer(self, *, policy, space, seed):
+    def make_trainer(self, *, policy, space, seed, context):
         return Reinforce(policy, self.config.lr)
 
 

@@ -22,8 +22,8 @@ from popmarl.plugins.registry import KINDS, STRICT_ENV, Registry
 #: Each probe distribution and its top-level package (also its solver's name).
 PROBES = {"popmarl-probe-api-two": "probe_api_two", "popmarl-probe-api-one": "probe_api_one",
           "popmarl-probe-api-later": "probe_api_later", "popmarl-probe-api-none": "probe_api_none"}
-#: The one line that fails the plugin built against API 2.0.
-TWO = (f"popmarl-probe-api-two 2.1.0 is built against popmarl API 2.0; this popmarl provides API {API_VERSION}, "
+#: The one line that fails the plugin built against API 3.0.
+TWO = (f"popmarl-probe-api-two 2.1.0 is built against popmarl API 3.0; this popmarl provides API {API_VERSION}, "
        "another major version (names it uses may be gone or mean other things)")
 SOLVER = "from popmarl.api import MetaSolver\n\nclass Solver(MetaSolver):\n    def solve(self, payoffs):\n        return ()\n"
 
@@ -38,9 +38,9 @@ def _package(site: Path, name: str, declaration: str) -> None:
 
 @pytest.fixture
 def plugins(make_dist):
-    """Four plugins: built against API 2.0, this one, a later minor one, and undeclared."""
-    declarations = {"probe_api_two": 'POPMARL_API = "2.0"\n', "probe_api_one": f'POPMARL_API = "{API_VERSION}"\n',
-                    "probe_api_later": 'POPMARL_API = "1.7"\n', "probe_api_none": ""}
+    """Four plugins: built against API 3.0, this one, a later minor one, and undeclared."""
+    declarations = {"probe_api_two": 'POPMARL_API = "3.0"\n', "probe_api_one": f'POPMARL_API = "{API_VERSION}"\n',
+                    "probe_api_later": 'POPMARL_API = "2.7"\n', "probe_api_none": ""}
     for dist, package in PROBES.items():
         made = make_dist(dist, version="2.1.0", entry_points={"popmarl.solvers": {package: f"{package}.solver:Solver"}})
         _package(made.site, package, declarations[package])
@@ -52,14 +52,14 @@ def test_the_check_reads_each_plugins_declared_api_version(plugins) -> None:
     targets["popmarl"] = [Target(group="popmarl.solvers", name="uniform", value="popmarl.builtin.solvers:Uniform")]
     found = {t.name: checked for t, checked in check(targets).items()}
     assert all(checked.problem is None for checked in found.values()), found
-    assert found["probe_api_two"].api == "2.0" and found["probe_api_one"].api == API_VERSION
+    assert found["probe_api_two"].api == "3.0" and found["probe_api_one"].api == API_VERSION
     assert found["probe_api_none"].api is None
     assert found["uniform"].api == API_VERSION  # the core's own components are of its own API
 
     cells = {name: check_cell(found[name], dist, "2.1.0") for dist, name in PROBES.items()}
     assert cells["probe_api_one"] == check_cell(found["uniform"], "popmarl", popmarl.__version__) == "ok"
     assert cells["probe_api_none"] == "ok (API version undeclared (POPMARL_API))"
-    assert cells["probe_api_later"].startswith(f"ok (built against API 1.7, newer than this popmarl's {API_VERSION}")
+    assert cells["probe_api_later"].startswith(f"ok (built against API 2.7, newer than this popmarl's {API_VERSION}")
     assert cells["probe_api_two"] == f"FAILED: {TWO}"
 
 
@@ -72,7 +72,7 @@ def test_a_declaration_that_is_no_version_fails(declared: object) -> None:
 
 def test_plugins_check_fails_on_a_plugin_of_another_major_api_version(plugins, monkeypatch, capsys) -> None:
     """The command: only the probes registered (every kind's registry replaced, as a user may
-    replace them); the plugin of API 2.0 fails its row and the command exits 1, the others pass."""
+    replace them); the plugin of API 3.0 fails its row and the command exits 1, the others pass."""
     monkeypatch.setenv(STRICT_ENV, "1")
     for kind in KINDS:
         monkeypatch.setattr(popmarl, kind, Registry(kind=kind))

@@ -1,7 +1,8 @@
 """What the console and ``popmarl show`` say about a run's progress: NashConv where the
 env computes it, else each population's mean return and win rate (a marl run on a game
-without NashConv); env steps per second, or what an exact run computed instead (best
-responses, exact payoff entries). Policy counts agree between the two."""
+without NashConv), each figure labelled with the iteration it was measured at; env steps
+per second, or what an exact run computed instead (best responses, exact payoff
+entries). Policy counts agree between the two."""
 
 from __future__ import annotations
 
@@ -83,7 +84,7 @@ def test_marl_without_nash_conv_shows_mean_returns_and_win_rates(marl_without_na
     assert len(lines) == 3
     for i, (line, m) in enumerate(zip(lines, metrics), start=1):
         assert 0.0 <= m["win_rate/player_0"] <= 1.0 and m["population_size/player_0"] == i + 1
-        assert f"policies player_0 {i + 1}, player_1 {i + 1}  return {returns_cell(m)}  env steps/s " in line, line
+        assert f"policies player_0 {i + 1}, player_1 {i + 1}  return {returns_cell(m)} (it {i})  env steps/s " in line, line
         assert "nash_conv" not in line
     show = run_cli("show", tmp_path / "run")
     assert show.returncode == 0, show
@@ -97,19 +98,24 @@ def test_marl_without_nash_conv_shows_mean_returns_and_win_rates(marl_without_na
 def test_the_live_table_of_a_run_without_nash_conv_shows_returns(marl_without_nash_conv, tmp_path: Path) -> None:
     summary = marl_without_nash_conv(stopping={"max_iterations": 2}, trackers=[])
     shown = replay(tmp_path / "run", live=True)
-    assert "return (win)" in shown and "nash_conv" not in shown
-    assert returns_cell(read_metrics(tmp_path / "run")[-1]) in shown
+    assert "progress" in shown and "nash_conv" not in shown
+    assert f"return {returns_cell(read_metrics(tmp_path / 'run')[-1])} (it 2)" in shown
     mean = ", ".join(f"{p} {summary['mean_returns'][p]:.3f} (win {summary['win_rates'][p]:.0%})"
                      for p in ("player_0", "player_1"))
-    assert f"popmarl: completed after 2 iterations; return {mean}; env steps {summary['env_steps']};" in shown
+    assert f"popmarl: completed after 2 iterations; return {mean} (it 2); env steps {summary['env_steps']};" in shown
 
 
-def test_a_population_playing_every_seat_shows_no_win_rate(marl_without_nash_conv, tmp_path: Path) -> None:
-    """Parameter sharing: the one population plays itself, so it has no one to win against."""
+def test_a_population_playing_every_seat_shows_its_team_return_not_a_win_rate(marl_without_nash_conv,
+                                                                               tmp_path: Path) -> None:
+    """Parameter sharing in a game that is not zero-sum: the one population is a team
+    playing every seat, so it has no one to win against; the line shows the team's return
+    (every seat's, summed)."""
     summary = marl_without_nash_conv(stopping={"max_iterations": 1}, agents={"mapping": "shared"}, trackers=[])
     assert "win_rates" not in summary and not any(k.startswith("win_rate/") for k in read_metrics(tmp_path / "run")[0])
     line = next(x for x in replay(tmp_path / "run", live=False).splitlines() if x.startswith("iteration "))
-    assert f"  return shared {summary['mean_returns']['shared']:.3f}  env steps/s " in line, line
+    team_return = read_metrics(tmp_path / "run")[0]["team_return"]
+    assert team_return == pytest.approx(2 * summary["mean_returns"]["shared"])
+    assert f"  team return {team_return:.3f} (it 1)  env steps/s " in line and "win" not in line, line
 
 
 def test_an_exact_run_says_what_it_computed_instead_of_env_steps(run_inprocess, capsys, run_cli,

@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 
 from popmarl.builtin.matrix_env import MatrixEnv
-from popmarl.data.seeds import derive_seed
 
 from testkit.run_files import (
     assert_same_arrays,
@@ -50,12 +49,6 @@ def test_different_game_seeds_make_different_games(run_inprocess, tmp_path: Path
     assert without_times(a) == without_times(again) != without_times(b)
     assert not np.allclose(read_npz(tmp_path / "a" / "payoffs.npz")["payoffs"],
                            read_npz(tmp_path / "b" / "payoffs.npz")["payoffs"])
-
-
-def test_derived_seeds_are_distinct_and_stable() -> None:
-    seeds = {derive_seed(0, i, k) for i in range(50) for k in range(3)}
-    assert len(seeds) == 150 and all(0 <= s < 2**31 for s in seeds)
-    assert derive_seed(5, 1, 2) == derive_seed(5, 1, 2) != derive_seed(6, 1, 2)
 
 
 def test_double_oracle_with_uniform_meta_strategy_is_fictitious_play(run_inprocess, tmp_path: Path) -> None:

@@ -18,7 +18,8 @@ import pytest
 import popmarl
 from popmarl.builtin.matrix_env import MatrixEnv
 from popmarl.errors import ConfigError
-from popmarl.tools.evaluate import draw_profile, load_run
+from popmarl.tools.evaluate import load_run
+from popmarl.tools.pools import draw_profile
 from popmarl.gametheory.metagame import cce_gap, check_payoffs
 from popmarl.runs.rundir import RunDirectory
 
@@ -106,15 +107,17 @@ def test_checkpoint_holds_the_joint_and_resumes_identically(tmp_path: Path) -> N
 def test_eval_draws_a_joint_run_s_seats_together(tmp_path: Path) -> None:
     _run(tmp_path, "tilted", iterations=2)
     loaded = load_run(tmp_path / "run", registries=FOUND)
-    joint = loaded.pools["player_0"].joint
-    assert joint is not None and joint.agents == ("player_0", "player_1", "player_2")
+    joint = loaded.meta_strategy
+    assert joint.joint_agents == ("player_0", "player_1", "player_2")
     rng = np.random.default_rng(0)
     seen = {}
     for _ in range(4000):
         profile = draw_profile(loaded.pools, loaded.env.agents, rng)
-        key = tuple(id(profile[a]) for a in joint.agents)
+        key = tuple(id(profile[a]) for a in joint.joint_agents)
         seen[key] = seen.get(key, 0) + 1
-    expected = {tuple(id(p) for p in prof): q for prof, q in zip(joint.profiles, joint.probabilities)}
+    total = joint.probabilities.sum()
+    expected = {tuple(id(loaded.pools[a].live[pid]) for a, pid in zip(joint.joint_agents, prof)): q / total
+                for prof, q in joint.joint_support()}
     assert set(seen) <= set(expected)
     for key, count in seen.items():
         assert count / 4000 == pytest.approx(expected[key], abs=0.03)

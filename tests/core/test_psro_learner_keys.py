@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import popmarl
+from popmarl.scenario.psro.strategies import JointResponses
 from popmarl.scenario.psro.scenario import PSRO, PSROState
 from popmarl.gametheory.metagame import check_payoffs
 from popmarl.data.tasks import TrainTask
@@ -43,13 +44,13 @@ POPULATIONS = ("player_0", "player_1")
 def test_each_recommendation_has_a_learner_key_of_its_own_and_only_the_first_is_carried_on(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     made: list[list[TrainTask]] = []
-    train_tasks = PSRO._train_tasks
+    train_tasks = JointResponses.tasks
 
-    def recording(self: PSRO, state: PSROState, iteration: int) -> list[TrainTask]:
-        made.append(train_tasks(self, state, iteration))
+    def recording(self: JointResponses, psro: PSRO, state: PSROState, iteration: int) -> list[TrainTask]:
+        made.append(train_tasks(self, psro, state, iteration))
         return made[-1]
 
-    monkeypatch.setattr(PSRO, "_train_tasks", recording)
+    monkeypatch.setattr(JointResponses, "tasks", recording)
     config: dict[str, Any] = {
         "scenario": "psro", "env": {"name": "matrix", "params": {"game": "rps"}},
         "algorithm": {"name": "schedule", "params": {"schedule": [0, 1, 2]}}, "solver": "uniform_ce",

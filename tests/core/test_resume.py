@@ -208,14 +208,17 @@ def test_resume_of_a_run_killed_before_its_first_checkpoint_starts_it_afresh(run
 
 
 def test_resume_rebuilds_a_payoff_file_the_kill_left_stale(run_inprocess, tmp_path: Path) -> None:
-    """A kill between a checkpoint's commit and the payoffs.npz written after it, at the
-    last iteration: resuming must not leave the previous iteration's table behind."""
+    """A kill between a checkpoint's commit (state.json naming the new table, written as
+    checkpoints/payoffs-<iteration>.npz) and its renaming to payoffs.npz, at the last
+    iteration: resuming must not leave the previous iteration's table behind."""
     run_inprocess(out="two", stopping={"max_iterations": 2})
     run_inprocess(out="three", stopping={"max_iterations": 3})
     expected = read_npz(tmp_path / "three" / "payoffs.npz")
+    shutil.move(tmp_path / "three" / "payoffs.npz", tmp_path / "three" / "checkpoints" / "payoffs-000003.npz")
     shutil.copy(tmp_path / "two" / "payoffs.npz", tmp_path / "three" / "payoffs.npz")
     run_inprocess(resume="three", stopping={"max_iterations": 3})
     assert_same_arrays(read_npz(tmp_path / "three" / "payoffs.npz"), expected)
+    assert not (tmp_path / "three" / "checkpoints" / "payoffs-000003.npz").exists()
 
 
 def test_frozen_policies_are_stored_deflated_and_load_exactly(tmp_path: Path) -> None:

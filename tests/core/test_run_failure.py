@@ -75,3 +75,7 @@ def test_a_loop_error_alone_names_itself_in_the_summary(failing_parts: None, run
     summary = read_summary(tmp_path / "run")
     assert summary["status"] == "failed" and summary["stop_reason"] == "error: RuntimeError: solver exploded"
     assert summary["iterations"] == 1  # the checkpointed iterations
+    # It describes the last checkpoint, not the iteration the error cut short (whose new
+    # policies had joined before its meta-game was solved).
+    for population in summary["populations"].values():
+        assert len(population["policies"]) == len(population["meta_strategy"]) == 2, population

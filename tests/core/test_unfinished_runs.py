@@ -82,7 +82,7 @@ def _meta_strategies(run: LoadedRun) -> dict[str, Any]:
     return {
         "populations": {p: (pop.policy_ids, pop.mixture.tolist()) for p, pop in run.populations.items()},
         "seats": {a: (pool.policy_ids, pool.mixture.tolist()) for a, pool in run.pools.items()},
-        "joint": {a: None if pool.joint is None else (pool.joint.policy_ids, pool.joint.probabilities.tolist())
+        "joint": {a: None if not pool.has_joint else (pool.meta.profiles, pool.meta.probabilities.tolist())
                   for a, pool in run.pools.items()},
     }
 
@@ -101,7 +101,7 @@ def test_a_killed_run_loads_the_meta_strategies_the_finished_run_gives(name: str
         assert killed.pools["player_0"].policy_ids == ("shared/0",)
         assert killed.pools["player_1"].policy_ids == ("shared/3",)
     if name == "psro_joint":
-        assert killed.pools["player_0"].joint is not None
+        assert killed.pools["player_0"].has_joint
     if name == "league":  # its main agents, as the summary names them
         mains = load_run(path, main=True, registries=FOUND)
         assert {p: pop.policy_ids for p, pop in mains.populations.items()} == {

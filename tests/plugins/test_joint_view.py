@@ -20,7 +20,8 @@ from popmarl.errors import ConfigError
 from popmarl.interfaces.policy import Policy
 from popmarl.data.episodes import Episode
 from popmarl.data.learners import LearnerSpec
-from popmarl.data.tasks import Opponents, TrainBudget, TrainTask
+from popmarl.data.meta_strategy import MetaStrategy
+from popmarl.data.tasks import TrainBudget, TrainTask
 from popmarl.engine.rollout import RolloutWorker
 from popmarl.engine.seating import OpponentDraw, Seating
 from popmarl.interfaces.spaces import Discrete
@@ -191,6 +192,7 @@ class _Recording(Trainer):
 
 
 class _JointRandom(Algorithm):
+    learns = True
     joint_view = True
     needs_state = True
     made: list[_Recording] = []
@@ -199,8 +201,7 @@ class _JointRandom(Algorithm):
         return UniformRandomPolicy(space.action_space.n) if isinstance(space.action_space, Discrete) \
             else BoxRandomPolicy(space.action_space)
 
-    def make_trainer(self, *, policy: Policy, space: PolicySpace, seed: int,
-                     context: TrainerContext | None = None) -> Trainer:
+    def make_trainer(self, *, policy: Policy, space: PolicySpace, seed: int, context: TrainerContext) -> Trainer:
         trainer = _Recording(context)
         self.made.append(trainer)
         return trainer
@@ -219,8 +220,7 @@ def test_a_joint_trainer_gets_its_context_and_games_through_run_task() -> None:
     agents = {"speaker": AgentInterface(space=space, algorithm=_JointRandom(), env=env)}
     task = TrainTask(learners=(LearnerSpec(key="team", population="speaker", seats=(speaker,), seed=1),),
                      seed=3, budget=TrainBudget(max_episodes=8, episodes_per_update=4),
-                     opponents=(Opponents(agent=listener, population="listener", policy_ids=("listener_0",),
-                                          mixture=np.ones(1)),))
+                     opponents=MetaStrategy.pure({listener: "listener_0"}))
     run_task(task, learners=Learners(agents), rollout=RolloutWorker(env=env, num_envs=4), policy_of=frozen.__getitem__)
     trainer = _JointRandom.made[-1]
     assert trainer.context is not None

@@ -14,7 +14,6 @@ from popmarl.engine.learner_loop import Fed as Fed
 from popmarl.engine.learner_loop import Feed as Feed
 from popmarl.engine.learner_loop import Group as Group
 from popmarl.engine.learner_loop import TeamWeights as TeamWeights
-from popmarl.engine.learner_loop import round_seed as round_seed
 from popmarl.engine.learner_loop import run_task as run_task
 from popmarl.engine.learners import Learner as Learner
 from popmarl.engine.seating import OpponentDraw as OpponentDraw

@@ -4,7 +4,7 @@
 meaning, the minor one when names are added. A plugin declares the version it was built
 against as a string literal in its top-level package (or single module)::
 
-    POPMARL_API = "1.0"
+    POPMARL_API = "2.0"
 
 written out, not read from :data:`API_VERSION` (which would always match). ``popmarl
 plugins --check`` imports each entry point and reads that declaration: another major

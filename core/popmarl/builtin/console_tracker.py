@@ -2,11 +2,14 @@
 
 On a terminal: a live panel redrawn each iteration; elsewhere (logs, CI): one plain line
 per iteration. Each row shows the iteration (of ``stopping.max_iterations``), the number of
-policies in each population, NashConv (for a run without it, e.g. ``marl`` on a game the env
-cannot solve: each population's mean return and win rate), the iteration's env steps per
-second (for an iteration that took none, exact oracles with exact evaluation: the best
-responses computed and payoff entries evaluated exactly) and the run's wall time at the end
-of that iteration, over every session of a resumed run.
+policies in each population, what tells the run's progress (:func:`popmarl.api.headline`:
+NashConv where the env computes it; else each figure the metrics hold, labelled, with the
+iteration it was measured at: approximate NashConv, the newest policies' oracle gains, the
+main agents' Elo, win / draw / loss against random play, returns or a team's return), the
+iteration's env steps per second (for an iteration that took none, exact oracles with
+exact evaluation: the best responses computed and payoff entries evaluated exactly) and
+the run's wall time at the end of that iteration, over every session of a resumed run.
+The last line gives the same figures for the run's last iteration.
 
 A closed stream (``popmarl run ... | head -2``) silences the display, never the run.
 """
@@ -15,7 +18,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +27,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from popmarl.api import RunInfo, Tracker, hookimpl
+from popmarl.api import ProgressFigure, RunInfo, Tracker, headline, hookimpl
 
 
 @attrs.frozen(kw_only=True)
@@ -39,22 +42,20 @@ def _fmt(value: Any, spec: str = ".6f") -> str:
     return "–" if value is None else format(value, spec)
 
 
-def _fmt_nash_conv(value: float | None) -> str:
-    """Six decimals, or scientific notation below 1e-4 (an exact equilibrium's 1e-12)."""
-    return _fmt(value, ".2e" if value is not None and 0 < abs(value) < 1e-4 else ".6f")
+def _progress(lines: Sequence[Mapping[str, Any]]) -> str:
+    """The labelled figures that tell the progress at the last of ``lines``."""
+    return "; ".join(map(str, headline(lines)))
 
 
-def _progress(m: Mapping[str, Any]) -> tuple[str, str]:
-    """(``nash_conv``, its value), or, for a run without NashConv that reports returns,
-    (``return``, each population's mean return and win rate where there is one)."""
-    populations = [k.split("/", 1)[1] for k in m if k.startswith("mean_return/")]
-    if m.get("nash_conv") is not None or not populations:
-        return "nash_conv", _fmt_nash_conv(m.get("nash_conv"))
-    cells = []
-    for p in populations:
-        win = m.get(f"win_rate/{p}")
-        cells.append(f"{p} {_fmt(m[f'mean_return/{p}'], '.3f')}" + ("" if win is None else f" (win {win:.0%})"))
-    return "return", ", ".join(cells)
+def _summary_figures(summary: Mapping[str, Any]) -> list[ProgressFigure]:
+    """The figures of a run's end told by its summary alone (a resumed run that stopped
+    before its first new iteration): NashConv, else each population's mean return."""
+    iterations = summary.get("iterations")
+    line: dict[str, Any] = {"iteration": iterations, "nash_conv": summary.get("nash_conv"),
+                            **{f"mean_return/{p}": v for p, v in (summary.get("mean_returns") or {}).items()
+                               if v is not None},
+                            **{f"win_rate/{p}": v for p, v in (summary.get("win_rates") or {}).items()}}
+    return headline([line]) if iterations else [ProgressFigure(label="progress", text="–")]
 
 
 def _exact_work(best_responses: Any, entries: Any, *, short: bool = False) -> str | None:
@@ -93,6 +94,8 @@ class ConsoleTracker(Tracker):
         self.console = _Console(file=stream, highlight=False, soft_wrap=True)  # no hard breaks in logs
         self._live: Live | None = None
         self._history: list[Mapping[str, Any]] = []
+        #: Each history line's progress, as printed (it depends on the lines before it).
+        self._progress: list[str] = []
 
     @hookimpl
     def popmarl_run_start(self, run: RunInfo) -> None:
@@ -104,16 +107,15 @@ class ConsoleTracker(Tracker):
             self._live.start()
 
     def _table(self) -> Table:
-        """The last 12 rows, headed as the newest row's progress and work are."""
+        """The last 12 rows, headed as the newest row's work is."""
         table = Table(title="popmarl", expand=False)
         last = self._history[-1] if self._history else {}
-        progress = "nash_conv" if _progress(last)[0] == "nash_conv" else "return (win)"
         work = "exact work" if self._exact(last, short=True) else "env steps/s"
-        for column in ("iteration", "policies", progress, work, "elapsed"):
+        for column in ("iteration", "policies", "progress", work, "elapsed"):
             table.add_column(column, justify="right")
-        for m in self._history[-12:]:
-            it, sizes, (_, value), _, elapsed = self._cells(m)
-            table.add_row(it, sizes, value, self._exact(m, short=True) or self._rate(m), elapsed)
+        for m, progress in zip(self._history[-12:], self._progress[-12:]):
+            it, sizes, _, elapsed = self._cells(m)
+            table.add_row(it, sizes, progress, self._exact(m, short=True) or self._rate(m), elapsed)
         return table
 
     @staticmethod
@@ -127,37 +129,37 @@ class ConsoleTracker(Tracker):
     def _rate(m: Mapping[str, Any]) -> str:
         return _fmt(m.get("steps_per_s"), ",.0f") if m.get("iteration_env_steps") else "–"
 
-    def _cells(self, m: Mapping[str, Any]) -> tuple[str, str, tuple[str, str], str, str]:
+    def _cells(self, m: Mapping[str, Any]) -> tuple[str, str, str, str]:
         sizes = ", ".join(f"{k.split('/', 1)[1]} {v}" for k, v in m.items() if k.startswith("population_size/"))
         of = f"/{self._max}" if self._max else ""
         exact = self._exact(m)
         work = f"exact: {exact}" if exact else f"env steps/s {self._rate(m)}"
-        return (f"{m['iteration']}{of}", sizes, _progress(m), work,
+        return (f"{m['iteration']}{of}", sizes, work,
                 _fmt(m.get("wall_time_s"), ".1f") + "s" * (m.get("wall_time_s") is not None))
 
     @hookimpl
     def popmarl_iteration_end(self, run: RunInfo, iteration: int, metrics: Mapping[str, Any]) -> None:
         self._history.append(metrics)
+        self._progress.append(_progress(self._history))
         if self._live is not None:
             self._live.update(self._table())
             return
-        it, sizes, (label, value), work, elapsed = self._cells(metrics)
-        self.console.print(f"iteration {it}  policies {sizes}  {label} {value}  {work}  elapsed {elapsed}")
+        it, sizes, work, elapsed = self._cells(metrics)
+        self.console.print(f"iteration {it}  policies {sizes}  {self._progress[-1]}  {work}  elapsed {elapsed}")
 
     @hookimpl
     def popmarl_run_end(self, run: RunInfo, summary: Mapping[str, Any]) -> None:
         if self._live is not None:
             self._live.stop()
             self._live = None
-        last = {"nash_conv": summary.get("nash_conv"),
-                **{f"mean_return/{p}": v for p, v in (summary.get("mean_returns") or {}).items()},
-                **{f"win_rate/{p}": v for p, v in (summary.get("win_rates") or {}).items()}}
-        label, value = _progress(last)
+        last = self._history[-1] if self._history else {}
+        seen = last.get("iteration") is not None and last.get("iteration") == summary.get("iterations")
+        progress = self._progress[-1] if seen else "; ".join(map(str, _summary_figures(summary)))
         exact = None if summary.get("env_steps") else _exact_work(summary.get("exact_best_responses"),
                                                                   summary.get("exact_entries"))
         work = f"exact: {exact}" if exact else f"env steps {summary.get('env_steps')}"
         self.console.print(
-            f"popmarl: {summary.get('status')} after {summary.get('iterations')} iterations; {label} {value}; "
+            f"popmarl: {summary.get('status')} after {summary.get('iterations')} iterations; {progress}; "
             f"{work}; {summary.get('wall_time_s', 0):.1f}s; summary in {run.run_dir}/summary.json"
         )
         where = Path(run.run_dir)

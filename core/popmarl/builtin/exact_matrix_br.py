@@ -33,6 +33,7 @@ class ExactMatrixBR(Algorithm):
     """Exact best responses of pure strategies (ties go to the lowest action)."""
 
     Config = ExactMatrixBRConfig
+    answers = True
     answers_correlated = True
 
     def make_policy(self, *, space: PolicySpace, seed: int) -> MixedStrategyPolicy:

@@ -1,8 +1,10 @@
 """Tracker ``jsonl``: every lifecycle event as one JSON line, for machines to follow.
 
 Writes ``events.jsonl`` in the run directory (or ``params.path``): run start, each
-policy added, each checkpoint, each iteration's metrics and the run's end, each with a
-UTC timestamp. (``metrics.jsonl`` itself is part of every run directory, tracker or not.)
+policy added, each checkpoint, each iteration's end and the run's end, each with a UTC
+timestamp. An iteration's metrics are not copied: its event names the iteration, whose
+line in ``metrics.jsonl`` (part of every run directory, tracker or not) is line
+``iteration`` (no file of a run directory repeats another).
 """
 
 from __future__ import annotations
@@ -53,7 +55,7 @@ class JsonlTracker(Tracker):
 
     @hookimpl
     def popmarl_iteration_end(self, run: RunInfo, iteration: int, metrics: Mapping[str, Any]) -> None:
-        self._write("iteration_end", iteration=iteration, metrics=dict(metrics))
+        self._write("iteration_end", iteration=iteration)
 
     @hookimpl
     def popmarl_run_end(self, run: RunInfo, summary: Mapping[str, Any]) -> None:

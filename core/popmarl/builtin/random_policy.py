@@ -47,6 +47,9 @@ class BoxRandomPolicy(Policy):
 class RandomAlgorithm(Algorithm):
     """Adds a uniformly random policy every iteration (no training)."""
 
+    learns = False
+    answers = False
+
     def make_policy(self, *, space: PolicySpace, seed: int) -> Policy:
         if isinstance(space.action_space, Discrete):
             return UniformRandomPolicy(space.action_space.n)

@@ -1,5 +1,10 @@
 """``popmarl show``: a run's status, summary, payoff table and meta-strategies, and its files.
 
+Its progress: NashConv where the env computes it; else what the console prints for the
+last committed iteration (``progress``: labelled figures, each with the iteration it was
+measured at) and, where ``popmarl exploit`` wrote ``exploit.json`` into the run
+directory, its approximate NashConv (``exploit``).
+
 A run that is going or was killed is shown from its last committed checkpoint, its status
 saying which (``running, iteration 12``; ``interrupted at iteration 5: continue with
 --resume``). ``--json`` prints one JSON object instead; ``--follow`` prints again each time
@@ -67,8 +72,14 @@ def _print(path: str, *, as_json: bool, files: bool) -> Any:
     print(f"{'run':<16}{view.path}")
     print(f"{'status':<16}{view.status.describe()}")
     print(f"{'scenario':<16}{view.scenario}")
+    exact = figures.get("nash_conv") is not None
     for key in ("iterations", "nash_conv", "exploitability", "env_steps", "wall_time_s"):
-        print(f"{key:<16}{figures.get(key)}")
+        if exact or key not in ("nash_conv", "exploitability"):  # NashConv where the env computes it
+            print(f"{key:<16}{figures.get(key)}")
+    if view.exploit is not None:
+        print(f"{'exploit':<16}{_format_exploit(view.exploit)}")
+    if view.progress and not exact:
+        print(f"{'progress':<16}" + "; ".join(map(str, view.progress)))
     if figures.get("exact_best_responses") or figures.get("exact_entries"):  # work that took no env steps
         print(f"{'exact':<16}{figures.get('exact_best_responses', 0)} best responses, "
               f"{figures.get('exact_entries', 0)} payoff entries")
@@ -139,6 +150,18 @@ def _stamp(paths: tuple[Any, ...]) -> tuple[tuple[int, int] | None, ...]:
             continue
         stamps.append((stat.st_ino, stat.st_mtime_ns))
     return tuple(stamps)
+
+
+def _format_exploit(exploit: Any) -> str:
+    """``popmarl exploit``'s headline: its approximate NashConv (or CCE gap), lower bound
+    and 95% half-width, the iteration it exploited and its file."""
+    kind = str(exploit.get("kind", "nash_conv"))
+    cells = [f"approx {kind} {_number(exploit.get('value'))}"]
+    details = [f"{name} {_number(exploit.get(key))}" for name, key in (("lower bound", "lower_bound"), ("ci95", "ci95"))
+               if exploit.get(key) is not None]
+    if exploit.get("iteration") is not None:
+        details.append(f"iteration {exploit['iteration']}")
+    return " ".join(cells) + f" ({', '.join([*details, str(exploit.get('file'))])})"
 
 
 def _number(value: Any) -> str:

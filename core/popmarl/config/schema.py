@@ -143,12 +143,9 @@ class TrainingConfig:
             raise ValueError(f"min_env_steps ({self.min_env_steps}) exceeds max_env_steps ({self.max_env_steps})")
 
     def given(self, names: Iterable[str]) -> list[str]:
-        """Which of the fields ``names`` the config sets (differ from the default); a
-        ``self_play`` of 0 counts as unset: it is what the config of a run made before
-        self-play followed the env holds, and means no self-play either way."""
+        """Which of the fields ``names`` the config sets (differ from the default)."""
         defaults = TrainingConfig()
-        return [name for name in names if getattr(self, name) != getattr(defaults, name)
-                and not (name == "self_play" and self.self_play == 0)]
+        return [name for name in names if getattr(self, name) != getattr(defaults, name)]
 
     @property
     def capped(self) -> bool:
@@ -169,21 +166,31 @@ class TrainingConfig:
         return ROUND_ENV_STEPS if self.max_env_steps is None else self.max_env_steps
 
     def budget(self, algorithm_opponent_epsilon: float = 0.0, *, episode_steps: float = 0.0,
-               self_play: float = 0.0) -> TrainBudget:
-        """The budget of one training run: every :class:`~popmarl.data.tasks.TrainBudget`
-        field from the field of the same name here, the budget that follows learning
-        where none is set (see the class docstring; ``episode_steps``: a game's mean env
-        steps, :attr:`popmarl.interfaces.env_traits.EnvTraits.episode_steps`); ``opponent_epsilon``,
-        when not set, from the learner's algorithm and the env
-        (:func:`popmarl.interfaces.algorithm.opponent_exploration`), ``self_play`` from the env
-        (:func:`popmarl.interfaces.algorithm.default_self_play`)."""
+               self_play: float = 0.0, follows_learning: bool = True,
+               max_env_steps: int | None = None) -> TrainBudget:
+        """The budget of one training run, the one builder of every scenario's and tool's
+        :class:`~popmarl.data.tasks.TrainBudget`: every field from the field of the same
+        name here; ``opponent_epsilon``, when not set, from the learner's algorithm and
+        the env (``algorithm_opponent_epsilon``:
+        :func:`popmarl.interfaces.algorithm.opponent_exploration`), ``self_play``, when not
+        set, the env's (``self_play``: :func:`popmarl.interfaces.algorithm.default_self_play`).
+
+        ``follows_learning``: where no budget key is set, the budget follows learning (a
+        ``psro`` best response's: see the class docstring; ``episode_steps``: a game's mean
+        env steps, :attr:`popmarl.interfaces.env_traits.EnvTraits.episode_steps`). False
+        (a ``marl`` iteration, a ``league`` round, a fixed stretch of training): the budget
+        is the config's as given, with no plateau rule or cap added. ``max_env_steps``:
+        the env steps of this training run in place of the config's (a round's length,
+        :attr:`round_env_steps`, or a tool's own)."""
         fields = {f.name: getattr(self, f.name) for f in attrs.fields(TrainBudget)}
-        if self.auto:
+        if follows_learning and self.auto:
             fields.update(min_env_steps=max(AUTO_MIN_ENV_STEPS, round(AUTO_MIN_GAMES * episode_steps)),
                           patience=AUTO_PATIENCE)
-        if not self.capped:
+        if follows_learning and not self.capped:
             cap = max(AUTO_MAX_ENV_STEPS, round(AUTO_MAX_GAMES * episode_steps))
             fields["max_env_steps"] = max(cap, fields["min_env_steps"] or 0)
+        if max_env_steps is not None:
+            fields["max_env_steps"] = max_env_steps
         if self.opponent_epsilon is None:
             fields["opponent_epsilon"] = algorithm_opponent_epsilon
         if self.self_play is None:
@@ -207,6 +214,13 @@ class EvaluationConfig:
     #: policy (:mod:`popmarl.gametheory.ratings`; two-player games), from every payoff entry's
     #: win/draw/loss played once on a seed of its own.
     ratings: bool = False
+    #: A run without exact NashConv: every N iterations (0: never) the metrics carry
+    #: ``versus_random/<population>/win``, ``/draw``, ``/loss`` and ``/return``: each
+    #: population's newest policy against uniformly random play in every seat it plays, over
+    #: ``versus_random_episodes`` games per seat (``/team_return`` instead where one team
+    #: plays every seat; :mod:`popmarl.scenario.progress`). Played on seeds of their own.
+    versus_random_every: int = attrs.field(default=5, validator=non_negative)
+    versus_random_episodes: int = attrs.field(default=50, validator=at_least_one)
 
 
 @attrs.frozen(kw_only=True)

@@ -12,44 +12,8 @@ import attrs
 import numpy as np
 
 from popmarl.data.learners import LearnerSpec, LearnerState
+from popmarl.data.meta_strategy import MetaStrategy
 from popmarl.data.policies import FrozenPolicy, PolicySpec
-
-
-@attrs.frozen(kw_only=True)
-class Opponents:
-    """The meta-strategy of one seat: the pool's policy ids and their probabilities."""
-
-    agent: str
-    population: str
-    policy_ids: tuple[str, ...]
-    mixture: np.ndarray
-
-    def support(self) -> list[tuple[str, float]]:
-        """The (policy id, probability) pairs with positive probability."""
-        return [(pid, float(p)) for pid, p in zip(self.policy_ids, self.mixture) if p > 0]
-
-
-@attrs.frozen(kw_only=True)
-class JointOpponents:
-    """A joint distribution over profiles of the seats ``agents``: ``profiles[k]`` gives
-    one frozen policy id per seat, drawn with probability ``probabilities[k]`` once per
-    episode (a correlated meta-strategy)."""
-
-    agents: tuple[str, ...]
-    profiles: tuple[tuple[str, ...], ...]
-    probabilities: np.ndarray
-
-    def __attrs_post_init__(self) -> None:
-        p = np.asarray(self.probabilities, dtype=float)
-        if any(len(profile) != len(self.agents) for profile in self.profiles):
-            raise ValueError(f"JointOpponents: every profile names one policy per seat of {self.agents}")
-        if p.shape != (len(self.profiles),) or not np.all(p >= 0) or not p.sum() > 0:
-            raise ValueError("JointOpponents: probabilities must be one non-negative number per profile, "
-                             "with a positive sum")
-
-    def support(self) -> list[tuple[tuple[str, ...], float]]:
-        """The (profile, probability) pairs with positive probability."""
-        return [(prof, float(p)) for prof, p in zip(self.profiles, self.probabilities) if p > 0]
 
 
 @attrs.frozen(kw_only=True)
@@ -69,6 +33,10 @@ class TrainBudget:
     ``opponent_epsilon``: the probability that an opponent's decision is replaced by a
     uniformly random legal action, so that a learner facing deterministic policies still
     meets the positions other play leads to.
+
+    A run's budgets come from its training config, by one builder
+    (:meth:`popmarl.config.schema.TrainingConfig.budget`); the defaults here are those of a
+    task built by hand (a test, a benchmark).
     """
 
     max_env_steps: int | None = None
@@ -90,16 +58,15 @@ class TrainTask:
     """Train ``learners`` together in the same episodes for one ``budget``.
 
     Every seat a learner does not play in an episode is an opponent's: drawn once per
-    episode from ``opponents`` (per seat, a mixture of frozen policy ids) or from
-    ``joint`` (a distribution over profiles of its seats). ``return_state``: return each
+    episode from ``opponents`` (a :class:`~popmarl.data.meta_strategy.MetaStrategy` over
+    frozen policy ids: per seat a mixture, its joint seats drawn together). ``return_state``: return each
     learner's whole :class:`~popmarl.data.learners.LearnerState` too (for the scenario's checkpoint).
     """
 
     learners: tuple[LearnerSpec, ...]
     seed: int
     budget: TrainBudget = attrs.field(factory=TrainBudget)
-    opponents: tuple[Opponents, ...] = ()
-    joint: JointOpponents | None = None
+    opponents: MetaStrategy = attrs.field(factory=MetaStrategy)
     return_state: bool = False
 
     def __attrs_post_init__(self) -> None:
@@ -111,11 +78,6 @@ class TrainTask:
         seats = [seat for spec in self.learners for seat in spec.seats]
         if len(set(seats)) != len(seats):
             raise ValueError(f"TrainTask: a seat is played by one learner at most, got seats {', '.join(seats)}")
-        per_seat = [o.agent for o in self.opponents]
-        joint = self.joint.agents if self.joint is not None else ()
-        if len(set(per_seat)) != len(per_seat) or set(per_seat) & set(joint):
-            raise ValueError("TrainTask: each seat's opponents come from one mixture or the joint distribution, "
-                             f"got {', '.join(per_seat)} and joint {', '.join(joint)}")
 
 
 @attrs.frozen(kw_only=True)
@@ -141,10 +103,9 @@ class TrainResult:
 @attrs.frozen(kw_only=True)
 class EvalTask:
     """Estimate one entry (``index`` names it in the result): every seat is played by one
-    policy id (``profile``), or by a policy drawn once per episode from a mixture
-    (``mixtures``: per seat a :class:`Opponents`) or, for several seats together, from a
-    distribution over their profiles (``joint``); each seat is named by exactly one of
-    them. Sampled over ``episodes`` episodes from ``seed`` (tasks of one call with the
+    policy id (``profile``), or by a policy drawn once per episode from ``meta`` (a
+    :class:`~popmarl.data.meta_strategy.MetaStrategy`: per seat a mixture, its joint seats
+    drawn together); each seat is named by exactly one of them. Sampled over ``episodes`` episodes from ``seed`` (tasks of one call with the
     same seed share one vector of games), or exact where the env allows. ``outcomes``:
     whether win / draw / loss are wanted; False spares an exact env that cannot compute
     them exactly from sampling them (PSRO's payoff entries need returns only)."""
@@ -153,21 +114,19 @@ class EvalTask:
     profile: Mapping[str, str] = attrs.field(factory=dict)
     episodes: int
     seed: int
-    mixtures: tuple[Opponents, ...] = ()
-    joint: JointOpponents | None = None
+    meta: MetaStrategy = attrs.field(factory=MetaStrategy)
     outcomes: bool = True
 
     def __attrs_post_init__(self) -> None:
-        named = [*self.profile, *(m.agent for m in self.mixtures), *(self.joint.agents if self.joint else ())]
-        twice = sorted({seat for seat in named if named.count(seat) > 1})
+        twice = sorted(set(self.profile) & set(self.meta.agents))
         if twice:
-            raise ValueError(f"EvalTask: seat {', '.join(twice)} is named more than once (in profile, mixtures "
-                             "or joint): each seat is played by one policy, one mixture or the joint distribution")
+            raise ValueError(f"EvalTask: seat {', '.join(twice)} is named in both profile and meta: each seat is "
+                             "played by one policy or drawn from the meta-strategy")
 
     @property
     def seats(self) -> tuple[str, ...]:
         """The seats the task names."""
-        return (*self.profile, *(m.agent for m in self.mixtures), *(self.joint.agents if self.joint else ()))
+        return (*self.profile, *self.meta.agents)
 
 
 @attrs.frozen(kw_only=True)
@@ -200,15 +159,14 @@ class EvalResult:
 @attrs.frozen(kw_only=True)
 class BestResponseTask:
     """Ask ``population``'s algorithm for its exact best response, in the population's
-    seats, to the other seats' ``opponents`` (per seat, a mixture of frozen policy ids) or
-    to their ``joint`` distribution over profiles; the answer is frozen as ``snapshot``.
+    seats, to the other seats' ``opponents`` (a
+    :class:`~popmarl.data.meta_strategy.MetaStrategy` over frozen policy ids); the answer is frozen as ``snapshot``.
     No learner is involved: nothing trains, nothing is kept between tasks."""
 
     population: str
     seed: int
     snapshot: PolicySpec
-    opponents: tuple[Opponents, ...] = ()
-    joint: JointOpponents | None = None
+    opponents: MetaStrategy = attrs.field(factory=MetaStrategy)
 
 
 @attrs.frozen(kw_only=True)

@@ -19,6 +19,7 @@ from popmarl.interfaces.env import ExactEnv
 from popmarl.engine.learners import Learners
 from popmarl.data.outcomes import outcome_signs
 from popmarl.interfaces.policy import Policy
+from popmarl.interfaces.uniform_play import is_uniform_play, uniform_play
 from popmarl.data.policies import Weights
 from popmarl.data.tasks import (
     BestResponseResult,
@@ -57,8 +58,11 @@ class Executor:
         self._agent_set = frozenset(self.env.agents)
 
     def add_policy(self, policy_id: str, weights: Weights) -> None:
-        """Rebuild a frozen policy from its weights (with its population's algorithm)."""
-        self.policies[policy_id] = self.agents[population_of(policy_id)].frozen(weights)
+        """Rebuild a frozen policy from its weights (with its population's algorithm; the
+        weights of uniformly random play as that, :mod:`popmarl.interfaces.uniform_play`)."""
+        agent = self.agents[population_of(policy_id)]
+        self.policies[policy_id] = (uniform_play(agent.space.action_space) if is_uniform_play(weights)
+                                    else agent.frozen(weights))
 
     def policy(self, policy_id: str) -> Policy:
         return self.policies[policy_id]
@@ -154,9 +158,9 @@ class Executor:
     def _profile_of(self, task: EvalTask) -> Mapping[str, Policy] | ProfileDraw:
         """The task's fixed profile, or how to draw one per episode."""
         fixed = {agent: self.policies[pid] for agent, pid in task.profile.items()}
-        if not task.mixtures and task.joint is None:
+        if not task.meta.agents:
             return fixed
-        draw = OpponentDraw.of(task.mixtures, task.joint, self.policy)
+        draw = OpponentDraw.of(task.meta, self.policy)
         rest = [a for a in self.env.agents if a not in fixed]
         return lambda rng: {**fixed, **draw.draw(rng, rest)}
 
@@ -168,13 +172,14 @@ EXACT_PROFILES = 4096
 def pure_profiles(task: EvalTask, agents: Sequence[str]) -> list[tuple[tuple[str, ...], float]] | None:
     """The task as (pure profile: one policy id per seat of ``agents``, probability) pairs
     over its mixtures' and joint distribution's supports; None past :data:`EXACT_PROFILES`."""
-    if not task.mixtures and task.joint is None:  # one fixed profile (PSRO's payoff entries)
+    meta = task.meta
+    if not meta.agents:  # one fixed profile (PSRO's payoff entries)
         return [(tuple(task.profile[a] for a in agents), 1.0)]
     choices: list[list[tuple[dict[str, str], float]]] = [[(dict(task.profile), 1.0)]]
-    for mixture in task.mixtures:
-        choices.append([({mixture.agent: pid}, p) for pid, p in _normalised(mixture.support())])
-    if task.joint is not None:
-        choices.append([(dict(zip(task.joint.agents, profile)), p) for profile, p in _normalised(task.joint.support())])
+    for agent in meta.alone:
+        choices.append([({agent: pid}, p) for pid, p in _normalised(meta.support(agent))])
+    if meta.joint_agents:
+        choices.append([(dict(zip(meta.joint_agents, profile)), p) for profile, p in _normalised(meta.joint_support())])
     if int(np.prod([len(c) for c in choices])) > EXACT_PROFILES:
         return None
     pure = []

@@ -8,10 +8,10 @@ spent (:mod:`popmarl.engine.progress`). ``keep`` is scored on the same rounds
 (:mod:`popmarl.engine.kept_weights`). The feed is where the backends differ: :class:`LocalFeed` plays
 the round in-process with the learners' current policies
 (:meth:`~popmarl.engine.rollout.RolloutWorker.explore`); the ray backend's feed takes what its
-rollout workers queued on the episode server (``popmarl_ray.feed``). A learner whose
-algorithm answers exactly is not started: its answer is computed instead, and no games
-are played (scenarios ask such questions with ``Backend.best_respond``:
-:mod:`popmarl.engine.exact_answers`).
+rollout workers queued on the episode server (``popmarl_ray.feed``). Exact answers are
+no train task's: scenarios ask them with ``Backend.best_respond``
+(:mod:`popmarl.engine.exact_answers`); a train task starts every learner it names, and a
+learner whose algorithm does not learn plays no games and keeps its policy as made.
 """
 
 from __future__ import annotations
@@ -23,14 +23,15 @@ from collections.abc import Callable, Mapping, Sequence
 import attrs
 import numpy as np
 
-from popmarl.engine.exact_answers import PolicyOf, exact_answer
+from popmarl.engine.exact_answers import PolicyOf
 from popmarl.engine.kept_weights import KeptWeights
-from popmarl.engine.learners import Learner, LearnerError, Learners
+from popmarl.engine.learners import Learner, Learners
 from popmarl.data.outcomes import PlayedGames
 from popmarl.engine.progress import TrainingProgress
 from popmarl.data.episodes import EpisodeBatch
-from popmarl.data.learners import LearnerSpec, LearnerState
+from popmarl.data.learners import LearnerSpec
 from popmarl.data.policies import FrozenPolicy, Weights
+from popmarl.data.seeds import stream_seed
 from popmarl.data.tasks import TrainResult, TrainTask
 from popmarl.engine.rollout import RolloutWorker
 from popmarl.engine.seating import OpponentDraw, Seating
@@ -99,7 +100,9 @@ def seating(spec: LearnerSpec, learner: Learner, population_of: Mapping[str, str
 class LocalFeed(Feed):
     """Rounds played here: ``episodes_per_update`` games (at most what the budget has
     left) with the learners' current policies against opponents drawn per game; every
-    part of a round is played with the newest version."""
+    part of a round is played with the newest version. Round k plays weights version k
+    (every round ends in one update), seeded from the task's seed and k (stream
+    ``learner.round``, part 0: the ray backend's lock step seeds its first part alike)."""
 
     def __init__(self, rollout: RolloutWorker, task: TrainTask, group: Group, policy_of: PolicyOf,
                  population_of: Mapping[str, str]) -> None:
@@ -107,7 +110,7 @@ class LocalFeed(Feed):
         self.task = task
         self.seatings = [seating(spec, learner, population_of) for spec, learner in group]
         self.keys = [spec.key for spec, _ in group]
-        self.draw = OpponentDraw.of(task.opponents, task.joint, policy_of)
+        self.draw = OpponentDraw.of(task.opponents, policy_of)
         self.versions = dict.fromkeys(self.keys, 0)
         self.rounds = self.env_steps = self.episodes = 0
 
@@ -124,20 +127,13 @@ class LocalFeed(Feed):
         played = self.rollout.explore(
             learners=self.seatings, opponents=self.draw, max_episodes=chunk,
             max_steps=None if budget.max_env_steps is None else budget.max_env_steps - self.env_steps,
-            seed=round_seed(self.task.seed, self.rounds), self_play=budget.self_play,
+            seed=stream_seed(self.task.seed, "learner.round", self.rounds, 0), self_play=budget.self_play,
             opponent_epsilon=budget.opponent_epsilon)
         self.env_steps += played.env_steps
         self.episodes += len(played.tags)
         return Fed(trajectories={key: [(self.versions[key], data)] for key, data in zip(self.keys, played.episodes)},
                    games=played.games(), env_steps=self.env_steps,
                    episodes=self.episodes, exhausted=not played.tags)
-
-
-def round_seed(seed: int, version: int) -> int:
-    """The seed of the games a task seeded ``seed`` plays with its learners' weights
-    ``version`` (version k is round k: every round ends in one update). The ray
-    backend's lock step seeds a version's first games with it too."""
-    return seed + 7919 * version
 
 
 def local_feed(rollout: RolloutWorker) -> FeedFactory:
@@ -148,18 +144,14 @@ def local_feed(rollout: RolloutWorker) -> FeedFactory:
 def run_task(task: TrainTask, *, learners: Learners, policy_of: PolicyOf, rollout: RolloutWorker | None = None,
              feed: FeedFactory | None = None) -> TrainResult:
     """Run ``task``: train its learners on what ``feed`` plays (default: ``rollout``, in
-    this process) for its budget; return what it asks for. A learner whose algorithm
-    answers exactly is not started: its answer is its snapshot
-    (:func:`~popmarl.engine.exact_answers.exact_answer`)."""
+    this process) for its budget; return what it asks for."""
     if feed is None:
         if rollout is None:
             raise ValueError("run_task: give a rollout worker or a feed")
         feed = local_feed(rollout)
     start = time.monotonic()
-    answered = _exact_answers(task, learners, policy_of)
-    prepared = {spec.key: learners.prepare(spec, policy_of) for spec in task.learners if spec.key not in answered}
-    group = [(spec, prepared[spec.key]) for spec in task.learners
-             if spec.key in prepared and prepared[spec.key].trainer is not None]
+    prepared = {spec.key: learners.prepare(spec, policy_of) for spec in task.learners}
+    group = [(spec, prepared[spec.key]) for spec in task.learners if prepared[spec.key].trainer is not None]
     learner_metrics: dict[str, dict[str, float]] = {spec.key: {} for spec in task.learners}
     final: dict[str, TeamWeights] = {}
     feed_metrics: dict[str, float] = {}
@@ -178,17 +170,14 @@ def run_task(task: TrainTask, *, learners: Learners, policy_of: PolicyOf, rollou
         snapshots = ([spec.snapshot] if spec.snapshot is not None else []) + list(spec.team_snapshots)
         if not snapshots:
             continue
-        weights: TeamWeights = ({spec.population: answered[spec.key]} if spec.key in answered
-                                else final.get(spec.key) or prepared[spec.key].weights())
+        weights: TeamWeights = final.get(spec.key) or prepared[spec.key].weights()
         policies += [FrozenPolicy(spec=snapshot, weights=weights[snapshot.population]) for snapshot in snapshots]
     metrics = {"train_time_s": time.monotonic() - start, **feed_metrics}
     if len(games):
         metrics["train_mean_team_return"] = float(np.mean(games.team_returns))
     states = {}
-    if task.return_state:  # an exact answer's state is its weights: it has no trainer
-        states = {spec.key: prepared[spec.key].state() if spec.key in prepared else
-                  LearnerState(key=spec.key, population=spec.population, seed=spec.seed, weights=answered[spec.key])
-                  for spec in task.learners}
+    if task.return_state:
+        states = {spec.key: prepared[spec.key].state() for spec in task.learners}
     return TrainResult(policies=tuple(policies), states=states, learner_metrics=learner_metrics, metrics=metrics,
                        env_steps=env_steps, episodes=episodes, outcomes=games.counts(), stop_reason=stop_reason)
 
@@ -262,20 +251,3 @@ def _joined(parts: Sequence[Trajectories]) -> Trajectories | None:
     if isinstance(parts[0], JointEpisodes):
         return JointEpisodes.join([p for p in parts if isinstance(p, JointEpisodes)])
     return EpisodeBatch.join([p for p in parts if isinstance(p, EpisodeBatch)])
-
-
-def _exact_answers(task: TrainTask, learners: Learners, policy_of: PolicyOf) -> dict[str, Weights]:
-    """The exact answer of each learner whose algorithm answers, by key (one that
-    declines, returning None, trains instead)."""
-    answers: dict[str, Weights] = {}
-    for spec in task.learners:
-        agent = learners.agents[spec.population]
-        if not agent.answers:
-            continue
-        if len(task.learners) > 1:
-            raise LearnerError(f"learner {spec.key}: algorithm {agent.algorithm_name} answers exactly and "
-                               "cannot co-learn; give it a train task of its own")
-        weights = exact_answer(agent, task.opponents, task.joint, seed=spec.seed, policy_of=policy_of)
-        if weights is not None:
-            answers[spec.key] = weights
-    return answers

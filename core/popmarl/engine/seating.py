@@ -12,7 +12,7 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 import attrs
 import numpy as np
 
-from popmarl.data.tasks import JointOpponents, Opponents
+from popmarl.data.meta_strategy import MetaStrategy
 from popmarl.interfaces.policy import ActingAlone, Policy
 
 #: The code of an idle slot (no more episodes to play) in a :class:`SeatTable`.
@@ -88,7 +88,10 @@ class Seating:
 
 class OpponentDraw:
     """Draws the opponents of one episode: each seat from its mixture of frozen
-    policies, and the seats of a joint distribution together, as one profile."""
+    policies, and the seats of a joint distribution together, as one profile. The live
+    form of a :class:`~popmarl.data.meta_strategy.MetaStrategy` (:meth:`of`), with each
+    mixture's cumulative probabilities computed once: a draw is one uniform number and a
+    binary search per choice."""
 
     def __init__(self, seats: Mapping[str, tuple[Sequence[Policy], np.ndarray]],
                  joint: tuple[tuple[str, ...], Sequence[Sequence[Policy]], np.ndarray] | None = None) -> None:
@@ -101,10 +104,9 @@ class OpponentDraw:
         self._joint_cdf = None if joint is None else _cdf(joint[2])
 
     @classmethod
-    def of(cls, mixtures: Sequence[Opponents], joint: JointOpponents | None,
-           policy_of: Callable[[str], Policy]) -> OpponentDraw:
-        """Per-seat mixtures and a joint distribution of policy ids, as live policies
-        (``policy_of``) ready to draw from (their supports only)."""
+    def of(cls, meta: MetaStrategy, policy_of: Callable[[str], Policy]) -> OpponentDraw:
+        """``meta``'s seats as live policies (``policy_of``) ready to draw from (their
+        supports only): each seat drawn alone from its mixture, the joint's seats together."""
         names: dict[int, str] = {}
 
         def live(pid: str) -> Policy:
@@ -113,15 +115,15 @@ class OpponentDraw:
             return policy
 
         seats = {}
-        for seat in mixtures:
-            support = seat.support()
+        for agent in meta.alone:
+            support = meta.support(agent)
             probs = np.asarray([p for _, p in support], dtype=float)
-            seats[seat.agent] = ([live(pid) for pid, _ in support], probs / probs.sum())
+            seats[agent] = ([live(pid) for pid, _ in support], probs / probs.sum())
         drawn_together = None
-        if joint is not None:
-            profiles = joint.support()
+        if meta.joint_agents:
+            profiles = meta.joint_support()
             probs = np.asarray([p for _, p in profiles], dtype=float)
-            drawn_together = (joint.agents, [[live(pid) for pid in prof] for prof, _ in profiles],
+            drawn_together = (meta.joint_agents, [[live(pid) for pid in prof] for prof, _ in profiles],
                               probs / probs.sum())
         draw = cls(seats, drawn_together)
         draw.names = names

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import functools
-import inspect
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from popmarl.interfaces.algorithm import Algorithm, BestResponseProblem, PolicySpace, TrainerContext
 from popmarl.interfaces.env import CorrelatedProfile, Env, MixedProfile
@@ -36,13 +33,14 @@ class AgentInterface:
 
     @property
     def learns(self) -> bool:
-        """Whether the algorithm trains policies (it overrides ``make_trainer``)."""
-        return type(self.algorithm).make_trainer is not Algorithm.make_trainer
+        """Whether the algorithm trains policies (:attr:`~popmarl.interfaces.algorithm.Algorithm.learns`)."""
+        return self.algorithm.learns
 
     @property
     def answers(self) -> bool:
-        """Whether the algorithm may answer a best-response problem exactly."""
-        return type(self.algorithm).best_response is not Algorithm.best_response
+        """Whether the algorithm may answer a best-response problem exactly
+        (:attr:`~popmarl.interfaces.algorithm.Algorithm.answers`)."""
+        return self.algorithm.answers
 
     def make_policy(self, *, seed: int) -> Policy:
         """A fresh policy (deterministic in ``seed``)."""
@@ -62,9 +60,10 @@ class AgentInterface:
                     seats: Sequence[str] = (), team: Mapping[str, Policy] | None = None,
                     spaces: Mapping[str, PolicySpace] | None = None) -> tuple[Policy, Trainer | None]:
         """A learning policy (with ``weights``, else fresh from ``seed``) and its trainer
-        (None for an algorithm that does not learn), for a learner playing ``seats``
-        (default: the population's); a team's other members' policies (``team``) and
-        every member's spaces (``spaces``) by population. ``warm_start``: ``weights`` are
+        (None for an algorithm that does not learn: its ``make_trainer`` is not called),
+        for a learner playing ``seats`` (default: the population's); a team's other
+        members' policies (``team``) and every member's spaces (``spaces``) by population.
+        The trainer is always given its context (:meth:`trainer_context`). ``warm_start``: ``weights`` are
         another policy's, which this new learner starts from
         (:meth:`~popmarl.interfaces.algorithm.Algorithm.warm_start`)."""
         policy = self.make_policy(seed=seed)
@@ -72,16 +71,12 @@ class AgentInterface:
             policy.set_weights(weights)
             if warm_start:
                 self.algorithm.warm_start(policy, seed=seed)
-        if not self._takes_context:
-            if team:
-                raise LearnerError(f"algorithm {self.algorithm_name}: its make_trainer takes no context, so it "
-                                   "cannot train a team of several populations")
-            return policy, self.algorithm.make_trainer(policy=policy, space=self.space, seed=seed)
+        if not self.learns:
+            return policy, None
         context = self.trainer_context(tuple(seats) or self.space.agents, policies={self.population: policy,
                                                                                        **(team or {})},
                                        spaces=spaces or {self.population: self.space})
-        make_trainer: Any = self.algorithm.make_trainer  # an override that takes context (see Algorithm.make_trainer)
-        return policy, make_trainer(policy=policy, space=self.space, seed=seed, context=context)
+        return policy, self.algorithm.make_trainer(policy=policy, space=self.space, seed=seed, context=context)
 
     def trainer_context(self, seats: tuple[str, ...], *, policies: Mapping[str, Policy],
                         spaces: Mapping[str, PolicySpace]) -> TrainerContext:
@@ -93,17 +88,13 @@ class AgentInterface:
         return TrainerContext(seats={a: (env.observation_space(a), env.action_space(a)) for a in read},
                               own_seats=seats, state_space=env.state_space, policies=policies, spaces=spaces)
 
-    @functools.cached_property
-    def _takes_context(self) -> bool:
-        """Whether the algorithm's ``make_trainer`` accepts ``context`` (trainers written
-        before it existed do not, and are called as they were)."""
-        parameters = inspect.signature(self.algorithm.make_trainer).parameters.values()
-        return any(p.name == "context" or p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
-
     def best_response(self, opponents: MixedProfile, *, seed: int,
                       correlated: CorrelatedProfile | None = None) -> Policy | None:
         """The algorithm's exact best response to ``opponents`` or, if given, to the
-        ``correlated`` distribution over the other seats' profiles (None: it has none, train)."""
+        ``correlated`` distribution over the other seats' profiles (None: it has none, or
+        answers no problem at all, train)."""
+        if not self.answers:
+            return None
         problem = BestResponseProblem(env=self.env, space=self.space, opponents=opponents, seed=seed,
                                       correlated=correlated)
         return self.algorithm.best_response(problem)

@@ -1,9 +1,12 @@
 """The Algorithm interface: makes policies for one population and improves them.
 
-An algorithm is either an exact oracle (override :meth:`Algorithm.best_response`) or a
-learner (override :meth:`Algorithm.make_trainer`; the rollout engine trains the policy
-against opponents drawn from the meta-strategy). One that does neither, like ``random``,
-adds its fresh policy unchanged.
+An algorithm is either an exact oracle (``answers``: it overrides
+:meth:`Algorithm.best_response`) or a learner (``learns``: it overrides
+:meth:`Algorithm.make_trainer`; the rollout engine trains the policy against opponents
+drawn from the meta-strategy). One that does neither, like ``random``, adds its fresh
+policy unchanged. What an algorithm can do is read from its capability flags only
+(:class:`Algorithm`'s class attributes); ``popmarl plugins --check`` reports an
+algorithm whose flags contradict what it implements (:func:`flag_problems`).
 """
 
 from __future__ import annotations
@@ -63,9 +66,33 @@ class TrainerContext:
     policies: Mapping[str, Policy] = attrs.field(factory=dict)
     spaces: Mapping[str, PolicySpace] = attrs.field(factory=dict)
 
+    @classmethod
+    def alone(cls, *, policy: Policy, space: PolicySpace, state_space: Space | None = None) -> TrainerContext:
+        """The context of a learner of ``policy`` alone in its population's own seats,
+        each with the population's spaces: what a trainer is given outside a run (a test,
+        a benchmark) when it reads nothing of other seats."""
+        seat_spaces = (space.observation_space, space.action_space)
+        return cls(seats=dict.fromkeys(space.agents, seat_spaces), own_seats=space.agents, state_space=state_space,
+                   policies={space.population: policy}, spaces={space.population: space})
+
 
 class Algorithm(Component):
     """Policies and their improvement for one population.
+
+    What it can do is declared by its capability flags, class attributes that the engine,
+    the scenarios and the tools read (never its methods' overrides or signatures):
+
+    ``learns``: whether it trains policies: it overrides :meth:`make_trainer`, which the
+    engine calls only for an algorithm that sets it. False unless an algorithm says so.
+
+    ``answers``: whether it may answer a best-response problem exactly: it overrides
+    :meth:`best_response` (which may still decline, returning None); scenarios ask it with
+    ``Backend.best_respond`` rather than training a learner. False unless an algorithm says so.
+
+    ``answers_correlated``: whether :meth:`best_response` answers problems whose
+    opponents are a ``correlated`` distribution over profiles (JPSRO's CE/CCE); an exact
+    oracle that reads only ``opponents`` leaves it False and is refused with those
+    solvers. It implies ``answers``.
 
     ``on_policy``: whether the trainer must learn only from episodes played with the
     learner's current weights (policy-gradient updates such as PPO's and A2C's assume
@@ -80,14 +107,11 @@ class Algorithm(Component):
     says otherwise; a value learner that must meet the positions other play leads to
     (DQN: board games) asks for some.
 
-    ``answers_correlated``: whether :meth:`best_response` answers problems whose
-    opponents are a ``correlated`` distribution over profiles (JPSRO's CE/CCE); an exact
-    oracle that reads only ``opponents`` leaves it False and is refused with those solvers.
-
     ``joint_view``: whether its trainer learns from the joint view
     (:class:`~popmarl.data.trajectories.JointEpisodes`: every seat's rows of each game aligned
     by step, the state, each seat's outcome: what a centralized critic or a mixer needs)
     rather than its own decisions (:class:`~popmarl.data.episodes.EpisodeBatch`, the default).
+    It implies ``learns``.
     ``needs_state``: whether it reads the env's global state; a run on an env without one
     (:attr:`~popmarl.interfaces.env.Env.state_space` None) is refused at config time.
 
@@ -97,6 +121,8 @@ class Algorithm(Component):
     mixer's team) rather than one learner each; it implies ``joint_view``.
     """
 
+    learns: ClassVar[bool] = False
+    answers: ClassVar[bool] = False
     on_policy: ClassVar[bool] = True
     opponent_epsilon: ClassVar[float] = 0.0
     answers_correlated: ClassVar[bool] = False
@@ -139,21 +165,41 @@ class Algorithm(Component):
         return self.make_policy(space=space, seed=seed)
 
     def best_response(self, problem: BestResponseProblem) -> Policy | None:
-        """An exact oracle's answer; ``None`` (the default) means: train with a Trainer."""
+        """An exact oracle's answer (an algorithm that sets :attr:`answers` overrides it);
+        ``None`` (the default) means: no answer, train with a Trainer."""
         return None
 
-    def make_trainer(self, *, policy: Policy, space: PolicySpace, seed: int) -> Trainer | None:
-        """The trainer that improves ``policy``; ``None`` (the default): no training.
-
-        An override may add a keyword ``context: TrainerContext | None = None``: it is then
-        given what the trainer learns from beyond its own spaces (every seat's spaces, the
-        state's, a team's policies); one without it is called as before."""
+    def make_trainer(self, *, policy: Policy, space: PolicySpace, seed: int,
+                     context: TrainerContext) -> Trainer | None:
+        """The trainer that improves ``policy`` (an algorithm that sets :attr:`learns`
+        overrides it); ``None`` (the default): no training. ``context`` is what the
+        trainer learns from beyond its own spaces (every seat's spaces, the state's, a
+        team's policies); a trainer that needs none of it ignores it."""
         return None
 
     def warm_start(self, policy: Policy, *, seed: int) -> None:
         """Prepare ``policy``, a new learner that starts from another policy's weights
         (``training.init: newest_weights``), before its trainer is made: e.g. restore the
         exploration that training took out of those weights. Nothing by default."""
+
+
+def flag_problems(cls: type[Algorithm]) -> list[str]:
+    """Where ``cls``'s capability flags contradict what it implements, one line each
+    (none: they agree): a flag set without the method it promises, a method overridden
+    that no flag lets the engine call, a flag that implies another one left unset."""
+    name = cls.__name__
+    problems = []
+    for flag, method in (("learns", "make_trainer"), ("answers", "best_response")):
+        overridden = getattr(cls, method) is not getattr(Algorithm, method)
+        if getattr(cls, flag) and not overridden:
+            problems.append(f"{name} sets {flag} = True and does not override {method}")
+        elif overridden and not getattr(cls, flag):
+            problems.append(f"{name} overrides {method} and leaves {flag} False, so it is never called; "
+                            f"set {flag} = True")
+    for flag, implied in (("answers_correlated", "answers"), ("joint_view", "learns"), ("trains_team", "joint_view")):
+        if getattr(cls, flag) and not getattr(cls, implied):
+            problems.append(f"{name} sets {flag} = True and leaves {implied} False ({flag} implies {implied})")
+    return problems
 
 
 def seed_rng(seed: int) -> np.random.Generator:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import attrs
@@ -13,6 +13,7 @@ from popmarl.errors import UserError
 from popmarl.interfaces.component import Component
 from popmarl.interfaces.policy import Policy
 from popmarl.data.episodes import Observations
+from popmarl.data.meta_strategy import MetaStrategy
 from popmarl.interfaces.spaces import Space
 
 Profile = Mapping[str, Policy]  # one policy per agent
@@ -20,6 +21,21 @@ MixedProfile = Mapping[str, Sequence[tuple[Policy, float]]]  # a mixture of poli
 #: A correlated distribution over joint profiles (JPSRO's opponents): (profile, probability)
 #: pairs, each profile one policy per agent; a responder's own seats may be left out.
 CorrelatedProfile = Sequence[tuple[Profile, float]]
+
+
+def mixed_profile(meta: MetaStrategy, policy_of: Callable[[str], Policy]) -> MixedProfile:
+    """The live form of ``meta``'s seats drawn alone (outside its joint): per seat, its
+    policies (``policy_of`` their ids) with positive weight and those weights."""
+    return {agent: [(policy_of(pid), p) for pid, p in meta.support(agent)] for agent in meta.alone}
+
+
+def correlated_profile(meta: MetaStrategy, policy_of: Callable[[str], Policy]) -> CorrelatedProfile | None:
+    """The live form of ``meta``'s joint distribution (None without one): its profiles with
+    positive probability, as live policies per joint seat."""
+    if not meta.joint_agents:
+        return None
+    return [({a: policy_of(pid) for a, pid in zip(meta.joint_agents, profile, strict=True)}, p)
+            for profile, p in meta.joint_support()]
 
 
 @attrs.frozen(kw_only=True)

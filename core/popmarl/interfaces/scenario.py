@@ -45,7 +45,10 @@ class RunContext:
 
 
 class Scenario(Component):
-    """A control loop (PSRO, MARL, league...). It holds no execution details."""
+    """A control loop (PSRO, MARL, league...). It holds no execution details.
+
+    Its ``check*`` methods only check: they raise or return, and store nothing a run
+    needs later (a scenario derives that when it runs)."""
 
     #: Whether the run continues from a checkpoint, set before the checks below: a check
     #: of what only a fresh run reads (e.g. another run's policies that ``marl`` copies at
@@ -62,7 +65,7 @@ class Scenario(Component):
         point); called with the built algorithms, before anything is written."""
 
     def check_solver(self, solver: MetaSolver, *, mapping: AgentMapping,
-                     agents: Mapping[str, AgentInterface]) -> None:
+                     agents: Mapping[str, AgentInterface], config: RunConfig) -> None:
         """Raise a :class:`~popmarl.errors.ConfigError` for a meta-solver this scenario
         cannot use with these populations (e.g. a joint solver with a shared population);
         called before anything is written."""

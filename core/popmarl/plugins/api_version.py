@@ -3,7 +3,7 @@
 ``MAJOR.MINOR``: the major version changes when a name is removed from the API or changes
 meaning, the minor one when names are added. A plugin declares the version it was built
 against as a string literal in its top-level package (or single module), for example
-``POPMARL_API = "1.0"`` in ``popmarl_solvers/__init__.py``, written out rather than read from
+``POPMARL_API = "2.0"`` in ``popmarl_solvers/__init__.py``, written out rather than read from
 :data:`popmarl.api.API_VERSION`, which would always match. ``popmarl plugins --check``
 imports every entry point and reads the declaration of its top-level package
 (:func:`verdict`): another major version fails the check, a package that declares none is
@@ -20,7 +20,7 @@ import re
 import attrs
 
 #: The version of :mod:`popmarl.api` this popmarl provides.
-API_VERSION = "1.0"
+API_VERSION = "2.0"
 #: The module-level name under which a plugin's top-level package declares its API version.
 DECLARATION = "POPMARL_API"
 

@@ -6,7 +6,9 @@ the check about as slow as the slowest plugin rather than the sum of them. A plu
 kills its interpreter fails its own check only: the next distribution gets a fresh one.
 Once an entry point imports, the child also reads the API version its top-level package
 declares (:data:`~popmarl.plugins.api_version.DECLARATION`), which the caller judges with
-:func:`~popmarl.plugins.api_version.verdict`.
+:func:`~popmarl.plugins.api_version.verdict`; and an algorithm's capability flags are held
+against what it implements (:func:`~popmarl.interfaces.algorithm.flag_problems`): one that
+contradicts them fails its check, in one line naming each contradiction.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import IO
 
 import attrs
 
+from popmarl.interfaces.algorithm import Algorithm, flag_problems
 from popmarl.plugins.api_version import API_VERSION, DECLARATION
 
 #: Seconds one distribution's imports may take before the check reports it as failed.
@@ -44,7 +47,8 @@ class Target:
 
 @attrs.frozen(kw_only=True)
 class Checked:
-    """What importing one target found: ``problem``, its import error (None: it loads),
+    """What importing one target found: ``problem``, its import error or, for an
+    algorithm, the contradictions of its capability flags (None: it loads and agrees),
     and ``api``, the API version its top-level package declares as written there (a
     string, or a number where the package wrote one); None where it declares none or did
     not load. The core's own components declare this popmarl's API."""
@@ -155,16 +159,26 @@ class _Worker:
 
 
 def _import_each(targets: Iterable[Mapping[str, str]]) -> list[tuple[str | None, object]]:
-    """Per target: its import error (None: it loads) and its top-level package's declared API version."""
+    """Per target: its import error or flag contradiction (None: it loads and agrees) and
+    its top-level package's declared API version."""
     answers: list[tuple[str | None, object]] = []
     for t in targets:
         try:
-            metadata.EntryPoint(name=t["name"], value=t["value"], group=t["group"]).load()
+            loaded = metadata.EntryPoint(name=t["name"], value=t["value"], group=t["group"]).load()
         except Exception as exc:  # any import-time failure of a third-party plugin
             answers.append((f"{type(exc).__name__}: {exc}", None))
         else:
-            answers.append((None, _declared(t["value"])))
+            answers.append((_contradiction(t["group"], loaded), _declared(t["value"])))
     return answers
+
+
+def _contradiction(group: str, loaded: object) -> str | None:
+    """Where an algorithm's capability flags contradict what it implements, in one line
+    (None: they agree, or ``loaded`` is no algorithm class)."""
+    if group != f"{_CORE}.algorithms" or not (isinstance(loaded, type) and issubclass(loaded, Algorithm)):
+        return None
+    problems = flag_problems(loaded)
+    return f"capability flags: {'; '.join(problems)}" if problems else None
 
 
 def _declared(value: str) -> object:

@@ -180,7 +180,7 @@ def _run(config: RunConfig, out: str | None, *, resume: str | None, registries: 
     agents = {p: AgentInterface(space=spaces[p], algorithm=algorithms[p], env=env, algorithm_name=specs[p].name)
               for p in mapping.populations}
     scenario.check_agents(agents)
-    scenario.check_solver(solver, mapping=mapping, agents=agents)
+    scenario.check_solver(solver, mapping=mapping, agents=agents, config=config)
     if (config.training.self_play or 0) > 0 and len({(s.observation_space, s.action_space) for s in spaces.values()}) > 1:
         raise ConfigError("training.self_play: copies of a learner can play the other seats only when all populations share "
                           "observation and action spaces; set it to 0 for this env")

@@ -40,8 +40,8 @@ class Actor:
 
     def reset(self) -> None:
         """A new game: draw the policy that plays it from the seat's meta-strategy."""
-        index = self.pool.draw_index(self.rng)
-        self.policy_id, self._policy = self.pool.policy_ids[index], self.pool.policies[index]
+        self.policy_id = self.pool.draw_id(self.rng)
+        self._policy = self.pool.live[self.policy_id]
 
     def act(self, observation: Any, action_mask: ArrayLike | None = None) -> Action:
         """The action for the env's native ``observation`` of this seat (a PettingZoo

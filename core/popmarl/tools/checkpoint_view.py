@@ -2,9 +2,11 @@
 run that is going or was killed is read from), and the populations of a past one.
 
 A checkpoint is ``checkpoints/state.json`` and the files it names (the iteration's arrays,
-its history lines). A commit replaces ``state.json`` and then deletes the previous
-iteration's arrays, so :func:`read_checkpoint` reads ``state.json`` once, then what it
-names, and reads again once where a commit made a named file vanish meanwhile.
+its payoff table, its history lines: the first ``history_length`` of ``metrics.jsonl``,
+of ``checkpoints/history.jsonl`` in format 1; ``docs/run_format.md``). A commit replaces
+``state.json`` and then deletes the previous iteration's arrays, so
+:func:`read_checkpoint` reads ``state.json`` once, then what it names, and reads again
+once where a commit made a named file vanish meanwhile.
 
 What the last committed iteration gives is what ``summary.json`` gives once the run ends:
 each population's policies (``policies`` of the state), each seat's meta-strategy (the

@@ -26,10 +26,10 @@ from popmarl.interfaces.backend import Backend, Components
 from popmarl.config.schema import ComponentConfig
 from popmarl.errors import UserError
 from popmarl.tools.loaded_run import LoadedRun, load_run
-from popmarl.tools.pools import JointPool, Pool
-from popmarl.interfaces.policy import Policy
+from popmarl.tools.pools import Pool, side_meta
 from popmarl.data.population import AgentMapping
-from popmarl.data.tasks import EvalResult, EvalTask, JointOpponents, Opponents
+from popmarl.data.meta_strategy import MetaStrategy
+from popmarl.data.tasks import EvalResult, EvalTask
 from popmarl.runs.rundir import RunDirectory
 from popmarl.runs.runner import build, build_algorithms, policy_spaces, run_setup
 from popmarl.config.conversion import did_you_mean
@@ -38,14 +38,6 @@ from popmarl.config.conversion import did_you_mean
 #: name, so they cannot collide with the run's own).
 OPPONENT_PREFIX = "opponent:"
 RANDOM_PREFIX = "random:"
-
-
-def draw_profile(pools: Mapping[str, Pool], agents: tuple[str, ...], rng: np.random.Generator) -> dict[str, Policy]:
-    """One policy per agent: the seats of a joint meta-strategy drawn together, the others
-    each from its own mixture."""
-    joint = next((p.joint for p in pools.values() if p.joint is not None), None)
-    profile = joint.draw(rng) if joint is not None else {}
-    return {a: profile[a] if a in profile else pools[a].draw(rng) for a in agents}
 
 
 #: The registered algorithm whose policies play uniformly at random.
@@ -57,8 +49,10 @@ def random_pools(run: LoadedRun) -> dict[str, Pool]:
     population (``random:<agent>``), made by the run's registered ``random`` algorithm."""
     algorithm: Algorithm = run.registries.get("algorithms").load(RANDOM_ALGORITHM)()
     spaces = policy_spaces(run.env, AgentMapping.resolve("per_player", run.env.agents))
-    return {a: Pool(policies=(algorithm.make_policy(space=spaces[a], seed=0),), mixture=np.ones(1),
-                    policy_ids=(f"{RANDOM_PREFIX}{a}/0",), algorithm=(RANDOM_ALGORITHM, {}),
+    ids = {a: f"{RANDOM_PREFIX}{a}/0" for a in run.env.agents}
+    meta = MetaStrategy.pure(ids)
+    live = {ids[a]: algorithm.make_policy(space=spaces[a], seed=0) for a in run.env.agents}
+    return {a: Pool(seat=a, meta=meta, live=live, algorithm=(RANDOM_ALGORITHM, {}),
                     space=attrs.evolve(spaces[a], population=RANDOM_PREFIX + a))
             for a in run.env.agents}
 
@@ -89,8 +83,10 @@ def evaluate_run(run: LoadedRun, opponents: Mapping[str, Pool], *, episodes: int
     """
     agents = run.env.agents
     jobs = [(population, seat) for population in run.mapping.populations for seat in run.mapping.agents_of(population)]
-    tasks = [EvalTask(index=(j,), mixtures=(_mixture(seat, run.pools[seat]),) + _others(seat, agents, opponents),
-                      joint=_joint_others(seat, opponents), episodes=episodes, seed=seed)
+    theirs = side_meta({a: opponents[a] for a in agents})
+    tasks = [EvalTask(index=(j,), meta=MetaStrategy.merged(run.pools[seat].meta.for_seats((seat,)).marginals(),
+                                                           theirs.without(seat)),
+                      episodes=episodes, seed=seed)
              for j, (_, seat) in enumerate(jobs)]
     with evaluation_backend(run, [run.pools, opponents], backend) as started:
         results = started.evaluate(tasks)
@@ -108,33 +104,6 @@ def _population_report(results: list[tuple[int, EvalResult]]) -> dict[str, Any]:
             "mean_return": float(np.mean([r.returns[k] for k, r in results])),
             "episodes": sum(r.episodes for _, r in results),
             "exact": all(r.exact and r.exact_outcomes for _, r in results)}
-
-
-def _mixture(seat: str, pool: Pool) -> Opponents:
-    return Opponents(agent=seat, population=pool.space.population, policy_ids=pool.policy_ids, mixture=pool.mixture)
-
-
-def _others(seat: str, agents: tuple[str, ...], opponents: Mapping[str, Pool]) -> tuple[Opponents, ...]:
-    """The mixtures of the other seats that the opponent's joint meta-strategy (if any) leaves out."""
-    joint = _joint_of(opponents)
-    together = set(joint.agents) if joint is not None else set()
-    return tuple(_mixture(a, opponents[a]) for a in agents if a != seat and a not in together)
-
-
-def _joint_of(pools: Mapping[str, Pool]) -> JointPool | None:
-    return next((p.joint for p in pools.values() if p.joint is not None), None)
-
-
-def _joint_others(seat: str, opponents: Mapping[str, Pool]) -> JointOpponents | None:
-    """The opponent's joint meta-strategy over the seats other than ``seat`` (drawn
-    together, as its marginal), or None."""
-    joint = _joint_of(opponents)
-    if joint is None:
-        return None
-    keep = [k for k, a in enumerate(joint.agents) if a != seat]
-    return JointOpponents(agents=tuple(joint.agents[k] for k in keep),
-                          profiles=tuple(tuple(profile[k] for k in keep) for profile in joint.policy_ids),
-                          probabilities=joint.probabilities)
 
 
 @contextmanager
@@ -155,7 +124,8 @@ def evaluation_backend(run: LoadedRun, sides: list[Mapping[str, Pool]],
     try:
         added: set[str] = set()
         for pool in pools:
-            for pid, policy in zip(pool.policy_ids, pool.policies):
+            for pid in pool.policy_ids:
+                policy = pool.live[pid]
                 if pid not in added:
                     started.add_policy(pid, policy.get_weights())
                     added.add(pid)

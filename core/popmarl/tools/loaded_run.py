@@ -3,7 +3,7 @@
 A loaded run rebuilds the run's env and, at its final iteration or a past one, each
 population's policies (read from the run directory when first asked for) and
 meta-strategies: per population (:class:`Population`) and per seat (:class:`Pool`, what
-``popmarl eval`` plays). :meth:`LoadedRun.actor` plays a seat from the env's own
+``popmarl eval`` plays; its :class:`~popmarl.data.meta_strategy.MetaStrategy` is the run's). :meth:`LoadedRun.actor` plays a seat from the env's own
 observations (:class:`~popmarl.tools.actor.Actor`).
 
 A finished run's final meta-strategies come from ``summary.json`` (each seat's own
@@ -11,7 +11,7 @@ mixture, and the joint one of a ``ce`` / ``cce`` run). A run that is going or wa
 (:attr:`LoadedRun.status`, :mod:`popmarl.tools.run_status`) has none yet: its latest are
 those of its last committed checkpoint, the same a finished run would give for that
 iteration (:mod:`popmarl.tools.checkpoint_view`). A past iteration's come from its line
-of the checkpoint's history (``checkpoints/history.jsonl``, as ``metrics.jsonl``), which
+of the checkpoint's history (its lines of ``metrics.jsonl``), which
 records how many policies each population had then and its mixture over them (``marl``:
 none, its newest policy plays): every seat of a population plays that mixture, and a
 joint meta-strategy's seats their marginals.
@@ -29,7 +29,7 @@ import numpy as np
 
 from popmarl.tools.actor import Actor
 from popmarl.tools.checkpoint_view import Checkpoint, Mixtures, read_checkpoint
-from popmarl.tools.pools import JointPool, Pool
+from popmarl.tools.pools import Pool
 from popmarl.tools.run_status import RunStatus, run_status
 from popmarl.interfaces.algorithm import Algorithm, PolicySpace
 from popmarl.config.loading import read_yaml
@@ -37,6 +37,7 @@ from popmarl.config.schema import RunConfig, population_algorithms, validate
 from popmarl.interfaces.env import Env
 from popmarl.errors import UserError
 from popmarl.interfaces.policy import Policy
+from popmarl.data.meta_strategy import MetaStrategy
 from popmarl.data.population import AgentMapping
 from popmarl.plugins.registry import Registries, RegistriesLike
 from popmarl.runs.rundir import RunDirectory
@@ -113,6 +114,12 @@ class LoadedRun:
     status: RunStatus
     registries: Registries = attrs.field(factory=Registries.current)
 
+    @property
+    def meta_strategy(self) -> MetaStrategy:
+        """The run's meta-strategy over policy ids at ``iteration``: every seat's mixture,
+        and its joint meta-strategy where it has one (every pool holds it)."""
+        return self.pools[self.env.agents[0]].meta
+
     def population(self, name: str) -> Population:
         """The population ``name`` (its policies and meta-strategy)."""
         if name not in self.populations:
@@ -161,7 +168,7 @@ def load_run(path: str | os.PathLike[str], iteration: int | None = None, *, main
     for population in populations:
         if population not in spaces:
             raise UserError(f"{source}: population {population!r} is not in the run's agent mapping")
-    pools: dict[str, Pool] = {}
+    supports: dict[str, tuple[list[str], np.ndarray]] = {}
     for agent in env.agents:
         name = mapping.population_of[agent]
         if name not in populations:
@@ -172,14 +179,15 @@ def load_run(path: str | os.PathLike[str], iteration: int | None = None, *, main
             raise UserError(f"{source}: agent {agent}'s meta-strategy has {len(mixture)} weights "
                             f"for {len(ids)} policies of population {name!r}")
         chosen = [(pid, w) for pid, w in zip(ids, mixture) if w > 0]
-        weights = np.array([w for _, w in chosen])
-        pools[agent] = Pool(policies=tuple(store.get(pid) for pid, _ in chosen), mixture=weights / weights.sum(),
-                            policy_ids=tuple(pid for pid, _ in chosen), space=spaces[name],
-                            algorithm=(specs[name].name, dict(specs[name].params)))
+        supports[agent] = ([pid for pid, _ in chosen], np.array([w for _, w in chosen]))
+    meta = MetaStrategy.independent(supports)
     if joint:
-        joint_pool = _joint_pool(joint, store, {pid for pool in pools.values() for pid in pool.policy_ids},
-                                 source)
-        pools = {a: attrs.evolve(pool, joint=joint_pool) for a, pool in pools.items()}
+        meta = _with_joint(meta, joint, source)
+    live = {pid: store.get(pid) for pid in meta.named()}
+    pools = {agent: Pool(seat=agent, meta=meta, live=live, space=spaces[mapping.population_of[agent]],
+                         algorithm=(specs[mapping.population_of[agent]].name,
+                                    dict(specs[mapping.population_of[agent]].params)))
+             for agent in env.agents}
     loaded = {name: Population(name=name, seats=mapping.agents_of(name), policy_ids=tuple(ids),
                                mixture=_normalised(mixture), store=store)
               for name, (ids, mixture) in populations.items()}
@@ -282,17 +290,16 @@ def _normalised(mixture: np.ndarray) -> np.ndarray:
     return mixture / total if total > 0 else mixture
 
 
-def _joint_pool(joint: Mapping[str, Any], store: PolicyStore, loaded: set[str], source: Path) -> JointPool:
-    """The summary's ``joint_meta_strategy`` over the seats' policies."""
+def _with_joint(meta: MetaStrategy, joint: Mapping[str, Any], source: Path) -> MetaStrategy:
+    """``meta`` (the seats' own mixtures) with the summary's ``joint_meta_strategy`` over them."""
     agents, profiles = tuple(joint["agents"]), joint["profiles"]
     probabilities = np.asarray(joint["probabilities"], dtype=float)
     if len(profiles) != len(probabilities) or any(len(p) != len(agents) for p in profiles):
         raise UserError(f"{source}: joint_meta_strategy needs one policy per seat of {list(agents)} in each "
                         "profile and one probability per profile")
+    loaded = {pid for agent in meta.agents for pid, _ in meta.support(agent)}
     missing = sorted({pid for profile in profiles for pid in profile} - loaded)
     if missing:
         raise UserError(f"{source}: joint_meta_strategy names policies outside the seats' meta-strategies: "
                         f"{', '.join(missing)}")
-    return JointPool(agents=agents, profiles=tuple(tuple(store.get(pid) for pid in p) for p in profiles),
-                     probabilities=probabilities / probabilities.sum(),
-                     policy_ids=tuple(tuple(p) for p in profiles))
+    return attrs.evolve(meta, joint_agents=agents, profiles=profiles, probabilities=probabilities)

@@ -5,6 +5,10 @@ A finished run is told by its ``summary.json``; a run that is going or was kille
 last committed checkpoint (:mod:`popmarl.tools.checkpoint_view`): the same figures and
 meta-strategies, those of that iteration. Seat names come from ``payoffs.npz`` where the
 run writes one (psro, league); without it a seat's own meta-strategy is not shown.
+
+Its progress is what the console prints (:func:`popmarl.data.headline.headline` of its
+committed metrics lines), and ``popmarl exploit``'s result where the run directory has
+its ``exploit.json``.
 """
 
 from __future__ import annotations
@@ -17,10 +21,13 @@ from typing import Any
 import attrs
 
 from popmarl.config.loading import read_yaml
+from popmarl.data.headline import ProgressFigure, headline
 from popmarl.errors import PopmarlError, UserError
 from popmarl.gametheory.payoffs import PayoffTable
+from popmarl.data.atomic import read_json_lines
 from popmarl.runs.rundir import RunDirectory
 from popmarl.tools.checkpoint_view import Checkpoint, read_checkpoint
+from popmarl.tools.exploit import EXPLOIT_FILE
 from popmarl.tools.run_status import RunStatus, run_status
 
 #: The summary's single figures that ``show`` prints, in order (after ``scenario`` and ``status``).
@@ -35,7 +42,9 @@ class RunView:
     (:data:`HEADLINE`, :data:`DETAILS` where known), each population's policies and
     meta-strategy (``populations``: ``{"policies": [...], "meta_strategy": [...] or
     None}``), each seat's where known (``meta_strategies``), a joint meta-strategy's
-    support, and the last committed iteration's metrics line (``metrics``)."""
+    support, the last committed iteration's metrics line (``metrics``), the figures that
+    tell its progress (``progress``) and ``popmarl exploit``'s result (``exploit``: its
+    headline from ``exploit.json``, None where there is none)."""
 
     path: Path
     status: RunStatus
@@ -45,6 +54,8 @@ class RunView:
     meta_strategies: Mapping[str, list[float]] | None
     joint_meta_strategy: Mapping[str, Any] | None
     metrics: Mapping[str, Any]
+    progress: tuple[ProgressFigure, ...] = ()
+    exploit: Mapping[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         """One JSON object (``popmarl show --json``)."""
@@ -53,24 +64,28 @@ class RunView:
                 **{k: self.figures.get(k) for k in HEADLINE},
                 **{k: self.figures[k] for k in DETAILS if k in self.figures},
                 "populations": dict(self.populations), "meta_strategies": self.meta_strategies,
-                "joint_meta_strategy": self.joint_meta_strategy, "metrics": dict(self.metrics)}
+                "joint_meta_strategy": self.joint_meta_strategy, "metrics": dict(self.metrics),
+                "progress": [f.to_json() for f in self.progress], "exploit": self.exploit}
 
 
 def view_run(path: str | Path) -> RunView:
     """The run in ``path`` as ``show`` tells it; a UserError if it is no run."""
     run = RunDirectory(path)
     status = run_status(run)
+    exploit = read_exploit(run)
     if status.finished:
         summary = run.read_summary()
+        lines = _metrics_lines(run)
         return RunView(path=run.path, status=status, scenario=summary.get("scenario"),
                        figures={k: summary.get(k) for k in (*HEADLINE, *DETAILS) if k in summary},
                        populations=summary.get("populations") or {},
                        meta_strategies=summary.get("meta_strategies"),
-                       joint_meta_strategy=summary.get("joint_meta_strategy"), metrics=_last_metrics(run))
+                       joint_meta_strategy=summary.get("joint_meta_strategy"), metrics=lines[-1] if lines else {},
+                       progress=_progress(lines), exploit=exploit)
     checkpoint = read_checkpoint(run)
     if checkpoint is None:
         return RunView(path=run.path, status=status, scenario=_scenario(run), figures={}, populations={},
-                       meta_strategies=None, joint_meta_strategy=None, metrics={})
+                       meta_strategies=None, joint_meta_strategy=None, metrics={}, exploit=exploit)
     status, metrics = attrs.evolve(status, iteration=checkpoint.iteration), checkpoint.last_metrics
     seats = _seats(run)
     populations = _populations(checkpoint, seats)
@@ -81,18 +96,38 @@ def view_run(path: str | Path) -> RunView:
                    {a: m.tolist() for (a, _), m in zip(seats, seat_mixtures)},
                    joint_meta_strategy=None if seats is None else
                    checkpoint.joint_meta_strategy([a for a, _ in seats], [p for _, p in seats]),
-                   metrics=metrics)
+                   metrics=metrics, progress=_progress(checkpoint.history), exploit=exploit)
 
 
-def _last_metrics(run: RunDirectory) -> dict[str, Any]:
-    """A finished run's last metrics line (its ``metrics.jsonl`` holds exactly the
-    committed iterations), or {} where it has none or it is unreadable."""
+def _progress(lines: list[dict[str, Any]]) -> tuple[ProgressFigure, ...]:
+    """The figures that tell the progress at the last line, none for a run without one."""
+    return tuple(headline(lines)) if lines else ()
+
+
+def read_exploit(run: RunDirectory) -> dict[str, Any] | None:
+    """The headline of ``popmarl exploit``'s ``exploit.json`` in the run directory: its
+    ``kind`` (``nash_conv`` or ``cce_gap``), ``value``, ``lower_bound``, ``ci95``, the
+    ``iteration`` exploited and the run's ``status`` then; None where there is none or it
+    is unreadable."""
     try:
-        lines = run.metrics_file.read_text(encoding="utf-8").splitlines()
-        line = json.loads(next(line for line in reversed(lines) if line.strip()))
-    except (OSError, ValueError, StopIteration):
-        return {}
-    return line if isinstance(line, dict) else {}
+        found = json.loads((run.path / EXPLOIT_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(found, dict) or not isinstance(found.get("kind"), str):
+        return None
+    kind = found["kind"]
+    return {"kind": kind, "value": found.get(f"approx_{kind}"), "lower_bound": found.get("lower_bound"),
+            "ci95": found.get("ci95"), "iteration": found.get("iteration"), "status": found.get("status"),
+            "env_steps_per_response": found.get("env_steps_per_response"), "file": EXPLOIT_FILE}
+
+
+def _metrics_lines(run: RunDirectory) -> list[dict[str, Any]]:
+    """A finished run's metrics lines (its ``metrics.jsonl`` holds exactly the committed
+    iterations), without any unreadable one; [] where it has none."""
+    try:
+        return read_json_lines(run.metrics_file)
+    except OSError:
+        return []
 
 
 def _scenario(run: RunDirectory) -> str | None:

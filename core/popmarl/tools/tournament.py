@@ -33,7 +33,7 @@ import numpy as np
 
 from popmarl.config.schema import ComponentConfig
 from popmarl.data.atomic import write_json
-from popmarl.data.seeds import derive_seed
+from popmarl.data.seeds import stream_seed
 from popmarl.data.tasks import EvalTask
 from popmarl.errors import PopmarlError, UserError
 from popmarl.interfaces.rating import CrossPlay, Rating
@@ -42,6 +42,7 @@ from popmarl.plugins.registry import Registry, checkout_plugins
 from popmarl.tools.evaluate import evaluation_backend
 from popmarl.tools.loaded_run import LoadedRun, load_run
 from popmarl.tools.pools import Pool
+from popmarl.data.meta_strategy import MetaStrategy
 from popmarl.tools.run_status import RunStatus
 
 CACHE_FILE = "rank.json"
@@ -173,8 +174,9 @@ def _pool(run: LoadedRun, population: str, chosen: Sequence[str], prefix: str) -
     seat = run.mapping.agents_of(population)[0]
     like = run.pools[seat]
     found = run.populations[population]
-    pool = Pool(policies=tuple(found.policy(pid) for pid in chosen), mixture=np.full(len(chosen), 1 / len(chosen)),
-                policy_ids=tuple(chosen), space=like.space, algorithm=like.algorithm)
+    meta = MetaStrategy.independent({seat: (chosen, np.full(len(chosen), 1 / len(chosen)))})
+    pool = Pool(seat=seat, meta=meta, live={pid: found.policy(pid) for pid in chosen}, space=like.space,
+                algorithm=like.algorithm)
     return pool.renamed(prefix) if prefix else pool
 
 
@@ -192,7 +194,7 @@ def _key(paths: Sequence[Path], row: Player, column: Player, episodes: int, seed
 def _pair_seed(seed: int, key: str) -> int:
     """A seed of the pairing's own, so its result does not depend on which others are played."""
     digest = hashlib.sha256(key.encode("utf-8")).digest()
-    return derive_seed(seed, int.from_bytes(digest[:4], "big"), int.from_bytes(digest[4:8], "big"))
+    return stream_seed(seed, "tournament.pair", int.from_bytes(digest[:4], "big"), int.from_bytes(digest[4:8], "big"))
 
 
 def _read_caches(paths: Sequence[Path]) -> dict[str, Any]:

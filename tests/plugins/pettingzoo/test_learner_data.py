@@ -16,6 +16,7 @@ from popmarl.interfaces.algorithm import PolicySpace
 from popmarl.interfaces.agent import AgentInterface
 from popmarl.engine.learners import Learners
 from popmarl.data.episodes import Episode
+from popmarl.data.seeds import seed32
 from popmarl.data.learners import LearnerInit, LearnerSpec
 from popmarl.data.tasks import TrainBudget, TrainTask
 from popmarl.engine.rollout import RolloutWorker
@@ -56,7 +57,7 @@ def test_a_cut_off_game_reports_each_agents_observation_at_the_cut(module: str, 
     vec = env.vector(num_envs=1, seed=7)
     factory = getattr(__import__(module, fromlist=["env"]), "parallel_env" if api == "parallel" else "env")
     twin = factory(**kwargs)
-    reset = twin.reset(seed=7)
+    reset = twin.reset(seed=seed32(7))  # what the vector seeds its copy 0 with
     twin_obs = reset[0] if api == "parallel" else None
     rng = np.random.default_rng(0)
     step = vec.reset()

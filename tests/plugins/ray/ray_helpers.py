@@ -18,7 +18,7 @@ import numpy as np
 import ray
 
 import popmarl
-from popmarl.interfaces.algorithm import Algorithm, PolicySpace
+from popmarl.interfaces.algorithm import Algorithm, PolicySpace, TrainerContext
 from popmarl.builtin.exact_matrix_br import ExactMatrixBR, ExactMatrixBRConfig
 from popmarl.config.schema import validate
 from popmarl.errors import CheckpointError
@@ -123,13 +123,14 @@ class Bandit(Algorithm):
     """``bandit``: a learning algorithm for one-shot matrix games (test only). Off-policy:
     the mean return of each action does not depend on the policy that chose it."""
 
+    learns = True
     on_policy = False
 
     def make_policy(self, *, space: PolicySpace, seed: int) -> BanditPolicy:
         assert isinstance(space.action_space, Discrete)
         return BanditPolicy(space.action_space.n)
 
-    def make_trainer(self, *, policy: Any, space: PolicySpace, seed: int) -> Trainer:
+    def make_trainer(self, *, policy: Any, space: PolicySpace, seed: int, context: TrainerContext) -> Trainer:
         return BanditTrainer(policy)
 
 
@@ -196,7 +197,7 @@ class BuggyBandit(Bandit):
 
     Config = TallyConfig
 
-    def make_trainer(self, *, policy: Any, space: PolicySpace, seed: int) -> Trainer:
+    def make_trainer(self, *, policy: Any, space: PolicySpace, seed: int, context: TrainerContext) -> Trainer:
         return BuggyTrainer(policy, self.config.calls)
 
 

@@ -13,12 +13,13 @@ import ray
 
 import popmarl
 from popmarl.interfaces.agent import AgentInterface
-from popmarl.interfaces.algorithm import PolicySpace
+from popmarl.interfaces.algorithm import PolicySpace, TrainerContext
 from popmarl.engine.learners import Learners
 from popmarl.data.episodes import Episode, EpisodeBatch
 from popmarl.data.learners import LearnerSpec
 from popmarl.data.policies import PolicySpec
-from popmarl.data.tasks import Opponents, TrainBudget, TrainTask
+from popmarl.data.meta_strategy import MetaStrategy
+from popmarl.data.tasks import TrainBudget, TrainTask
 from popmarl.engine.rollout import RolloutWorker
 from popmarl.interfaces.trainer import Trainer
 from popmarl.engine.learner_loop import run_task
@@ -54,7 +55,7 @@ class RecordingBandit(Bandit):
     rounds: list[EpisodeBatch] = []
     then: list[Any] = []  # the queueing function, if any (in a list: not a method)
 
-    def make_trainer(self, *, policy: Any, space: PolicySpace, seed: int) -> Trainer:
+    def make_trainer(self, *, policy: Any, space: PolicySpace, seed: int, context: TrainerContext) -> Trainer:
         trainer = Recorded(policy, self.rounds, self.then[0] if self.then else None)
         self.trainers.append(trainer)
         return trainer
@@ -71,8 +72,7 @@ def _task_and_learners() -> tuple[TrainTask, Learners, dict[str, Any]]:
                        snapshot=PolicySpec(policy_id="player_0/1", population="player_0", algorithm="bandit",
                                            iteration=1))
     task = TrainTask(learners=(spec,), seed=5, budget=TrainBudget(max_episodes=5 * 16, episodes_per_update=16),
-                     opponents=(Opponents(agent="player_1", population="player_1", policy_ids=("player_1/0",),
-                                          mixture=np.ones(1)),), return_state=True)
+                     opponents=MetaStrategy.pure({"player_1": "player_1/0"}), return_state=True)
     return task, learners, {"env": env, "policies": {"player_1/0": frozen}}
 
 

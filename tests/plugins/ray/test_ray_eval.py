@@ -20,10 +20,10 @@ from popmarl.cli import main
 from popmarl.data.population import AgentMapping
 from popmarl.data.learners import LearnerSpec
 from popmarl.data.policies import PolicySpec
+from popmarl.data.meta_strategy import MetaStrategy
 from popmarl.data.tasks import (
     BestResponseResult,
     BestResponseTask,
-    Opponents,
     TrainResult,
     TrainTask,
 )
@@ -85,9 +85,10 @@ def test_exact_oracles_answer_on_the_workers_and_match_local(tmp_path: Path, mon
     assert on_ray["meta_strategies"] == local["meta_strategies"] and on_ray["nash_conv"] == local["nash_conv"]
 
 
-def test_an_exact_oracle_sent_to_train_is_answered_without_an_episode_stream() -> None:
-    """A scenario written before ``best_respond`` sends exact oracles to ``train``: on Ray
-    the learner actor answers, and no training attempt's state is left on the servers."""
+def test_a_train_task_of_an_algorithm_that_does_not_learn_plays_no_game() -> None:
+    """Exact answers are asked with ``best_respond``, never by ``train``: a train task of an
+    exact oracle (which does not learn) returns its policy as made, after no game, and on
+    Ray leaves no episode stream behind."""
     env = MatrixEnv(game="rps")
     mapping = AgentMapping.resolve("per_player", env.agents)
     spaces = policy_spaces(env, mapping)
@@ -98,13 +99,14 @@ def test_an_exact_oracle_sent_to_train_is_answered_without_an_episode_stream() -
     try:
         for population in spaces:
             backend.add_policy(f"{population}/0", {"probs": np.array([0.0, 1.0, 0.0])})  # paper
-        meta = tuple(Opponents(agent=a, population=a, policy_ids=(f"{a}/0",), mixture=np.ones(1)) for a in env.agents)
+        meta = MetaStrategy.pure({a: f"{a}/0" for a in env.agents})
         spec = LearnerSpec(key="player_0", population="player_0", seats=("player_0",), seed=1,
                            snapshot=PolicySpec(policy_id="player_0/1", population="player_0",
                                                algorithm="exact_matrix_br", iteration=1))
         (result,) = backend.train([TrainTask(learners=(spec,), seed=1, opponents=meta)])
-        assert result.policies[0].weights["probs"].tolist() == [0, 0, 1]  # scissors beats paper
+        made = ExactMatrixBR().make_policy(space=spaces["player_0"], seed=1).get_weights()
+        assert result.policies[0].weights["probs"].tolist() == made["probs"].tolist() != [0, 0, 1]  # not answered
+        assert result.env_steps == 0 and result.episodes == 0
         assert backend.open_streams() == (0, 0)
-        assert backend.held_learners() == {"player_0": [], "player_1": []}
     finally:
         backend.close()

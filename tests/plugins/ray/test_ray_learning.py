@@ -18,7 +18,7 @@ import learning_schedule
 import popmarl
 from learning_schedule import ScheduleAlgorithm
 from popmarl.interfaces.agent import AgentInterface
-from popmarl.interfaces.algorithm import PolicySpace
+from popmarl.interfaces.algorithm import PolicySpace, TrainerContext
 from popmarl.engine.learners import Learners
 from popmarl.gametheory.payoffs import PayoffTable
 from popmarl.data.episodes import Episode, EpisodeBatch
@@ -100,7 +100,7 @@ class _Recording(ScheduleAlgorithm):
 
     trainer: _RecordingTrainer
 
-    def make_trainer(self, *, policy: object, space: PolicySpace, seed: int) -> Trainer:
+    def make_trainer(self, *, policy: object, space: PolicySpace, seed: int, context: TrainerContext) -> Trainer:
         return self.trainer
 
 

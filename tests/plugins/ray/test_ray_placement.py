@@ -23,7 +23,8 @@ from popmarl.data.population import AgentMapping
 from popmarl.data.episodes import Episode, Observations
 from popmarl.data.learners import LearnerSpec
 from popmarl.data.policies import PolicySpec
-from popmarl.data.tasks import Opponents, TrainBudget, TrainTask
+from popmarl.data.meta_strategy import MetaStrategy
+from popmarl.data.tasks import TrainBudget, TrainTask
 from popmarl.runs.runner import policy_spaces
 from popmarl.interfaces.trainer import Trainer
 from popmarl.data.trajectories import JointEpisodes
@@ -80,7 +81,7 @@ class LoggedBandit(Bandit):
     def make_policy(self, *, space: PolicySpace, seed: int) -> LoggedPolicy:
         return LoggedPolicy(space.action_space.n, self.config.log)  # type: ignore[union-attr]
 
-    def make_trainer(self, *, policy: Any, space: PolicySpace, seed: int) -> Trainer:
+    def make_trainer(self, *, policy: Any, space: PolicySpace, seed: int, context: TrainerContext) -> Trainer:
         return LoggedTrainer(policy, self.config.log)
 
 
@@ -118,8 +119,7 @@ def test_two_learners_of_one_population_train_at_the_same_time(tmp_path: Path) -
     backend.start(setup, Components(env=env, algorithms={population: LoggedBandit(log=str(log))}))
     try:
         backend.add_policy(f"{population}/0", {"q": np.zeros(3), "n": np.zeros(3)})
-        opponents = (Opponents(agent="player_1", population=population, policy_ids=(f"{population}/0",),
-                               mixture=np.ones(1)),)
+        opponents = MetaStrategy.pure({"player_1": f"{population}/0"})
         tasks = [TrainTask(learners=(LearnerSpec(key=role, population=population, seats=("player_0",), seed=k,
                                                  snapshot=PolicySpec(policy_id=f"{population}/{k + 1}",
                                                                      population=population, algorithm="logged_bandit",
@@ -175,9 +175,7 @@ class TeamBanditTrainer(Trainer):
 class TeamBandit(LoggedBandit):
     joint_view = True
 
-    def make_trainer(self, *, policy: Any, space: PolicySpace, seed: int,
-                     context: TrainerContext | None = None) -> Trainer:
-        assert context is not None
+    def make_trainer(self, *, policy: Any, space: PolicySpace, seed: int, context: TrainerContext) -> Trainer:
         return TeamBanditTrainer(context.policies, self.config.log)
 
 

@@ -13,7 +13,7 @@ from ray.exceptions import ActorDiedError, RayTaskError
 
 from popmarl.errors import ConfigError
 from popmarl.data.outcomes import PlayedGames
-from popmarl.data.seeds import derive_seed
+from popmarl.data.seeds import stream_seed
 from popmarl.data.episodes import Episode, EpisodeBatch
 from popmarl.data.learners import LearnerInit, LearnerSpec, LearnerState
 from popmarl.data.tasks import EvalTask, TrainResult, TrainTask
@@ -46,7 +46,7 @@ def test_split_keeps_each_seed_apart_and_seeds_its_batches_from_it() -> None:
     batches = split(tasks, 4)
     assert [t.index for b in batches for t in b] == [t.index for t in tasks]
     assert [[t.index[0] for t in b] for b in batches] == [[0, 1], [2, 3], [4, 5], [6, 7]]  # seed 7's six tasks in 3 batches, seed 8's two in 1
-    assert [b[0].seed for b in batches] == [derive_seed(7, 0), derive_seed(7, 1), derive_seed(7, 2), derive_seed(8, 0)]
+    assert [b[0].seed for b in batches] == [stream_seed(seed, "ray.eval_batch", k) for seed, k in ((7, 0), (7, 1), (7, 2), (8, 0))]
     assert [b[0].seed for b in batches[:3]] == [b[0].seed for b in split(tasks[:6], 3)]
 
 

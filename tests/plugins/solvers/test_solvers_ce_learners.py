@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import popmarl
-from popmarl.interfaces.algorithm import Algorithm, PolicySpace
+from popmarl.interfaces.algorithm import Algorithm, PolicySpace, TrainerContext
 from popmarl.builtin.matrix_env import MixedStrategyPolicy
 from popmarl.data.episodes import Episode
 from popmarl.interfaces.spaces import Discrete
@@ -48,11 +48,13 @@ class MomentumTrainer(Trainer):
 class Momentum(Algorithm):
     """``momentum``: a mixed strategy learned by :class:`MomentumTrainer` (test only)."""
 
+    learns = True
+
     def make_policy(self, *, space: PolicySpace, seed: int) -> MixedStrategyPolicy:
         assert isinstance(space.action_space, Discrete)
         return MixedStrategyPolicy(np.full(space.action_space.n, 1.0 / space.action_space.n))
 
-    def make_trainer(self, *, policy: object, space: PolicySpace, seed: int) -> Trainer:
+    def make_trainer(self, *, policy: object, space: PolicySpace, seed: int, context: TrainerContext) -> Trainer:
         assert isinstance(policy, MixedStrategyPolicy)
         return MomentumTrainer(policy)
 

@@ -21,7 +21,7 @@ import torch
 from tianshou_helpers import ALGORITHMS, Bandit, algorithm, metrics, run_psro
 
 import popmarl
-from popmarl.interfaces.algorithm import Algorithm
+from popmarl.interfaces.algorithm import Algorithm, TrainerContext
 from popmarl.errors import CheckpointError
 from popmarl.interfaces.policy import Policy
 from popmarl.data.episodes import Episode
@@ -84,7 +84,8 @@ def learner(algo: Algorithm, seed: int = 0, weights: Weights | None = None,
     policy = algo.make_policy(space=BANDIT.space, seed=seed)
     if weights is not None:
         policy.set_weights(weights)
-    trainer = algo.make_trainer(policy=policy, space=BANDIT.space, seed=seed)
+    trainer = algo.make_trainer(policy=policy, space=BANDIT.space, seed=seed,
+                                context=TrainerContext.alone(policy=policy, space=BANDIT.space))
     assert isinstance(policy, TorchPolicy) and trainer is not None
     if state is not None:
         trainer.load_state(state)

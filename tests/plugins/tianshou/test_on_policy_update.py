@@ -16,7 +16,7 @@ from tianshou.utils.net.discrete import dist_fn_categorical_from_logits
 from tianshou.utils.torch_utils import policy_within_training_step
 from tianshou_helpers import BOX_SPACE, MASKED_SPACE, algorithm, box_episodes, masked_episodes
 
-from popmarl.interfaces.algorithm import PolicySpace
+from popmarl.interfaces.algorithm import PolicySpace, TrainerContext
 from popmarl.interfaces.policy import Policy
 from popmarl.data.episodes import Episode
 from popmarl_tianshou.actor_critic import OnPolicyTrainer, on_policy_update
@@ -47,7 +47,8 @@ CASES: list[tuple[str, dict[str, Any], PolicySpace, Collect]] = [
 def make(name: str, params: dict[str, Any], space: PolicySpace) -> tuple[Policy, OnPolicyTrainer]:
     algo = algorithm(name, hidden=[16], device="cpu", **params)
     policy = algo.make_policy(space=space, seed=5)
-    trainer = algo.make_trainer(policy=policy, space=space, seed=5)
+    trainer = algo.make_trainer(policy=policy, space=space, seed=5,
+                                context=TrainerContext.alone(policy=policy, space=space))
     assert isinstance(trainer, OnPolicyTrainer)
     return policy, trainer
 

@@ -14,6 +14,7 @@ from tianshou.algorithm import DQN as TianshouDQN
 from tianshou.utils.torch_utils import policy_within_training_step, torch_train_mode
 from tianshou_helpers import MASKED_SPACE, algorithm, masked_episodes
 
+from popmarl.interfaces.algorithm import TrainerContext
 from popmarl_tianshou.batching import append, transitions
 from popmarl_tianshou.dqn import DQNTrainer
 from popmarl_tianshou.replay import ReplayRound
@@ -24,7 +25,8 @@ SPACE = MASKED_SPACE
 def trainer(**params: Any) -> DQNTrainer:
     algo = algorithm("dqn", hidden=[16], batch_size=32, buffer_size=300, device="cpu", **params)
     policy = algo.make_policy(space=SPACE, seed=3)
-    made = algo.make_trainer(policy=policy, space=SPACE, seed=3)
+    made = algo.make_trainer(policy=policy, space=SPACE, seed=3,
+                             context=TrainerContext.alone(policy=policy, space=SPACE))
     assert isinstance(made, DQNTrainer)
     return made
 

@@ -21,7 +21,7 @@ from tianshou.data import Batch
 from tianshou_helpers import ALGORITHMS, BOX_SPACE, Bandit, algorithm, box_episodes, run_psro
 
 import popmarl
-from popmarl.interfaces.algorithm import Algorithm, PolicySpace
+from popmarl.interfaces.algorithm import Algorithm, PolicySpace, TrainerContext
 from popmarl.errors import ConfigError
 from popmarl.interfaces.policy import Policy
 from popmarl.data.episodes import Episode
@@ -53,7 +53,8 @@ def box(policy: Policy, rng: np.random.Generator) -> list[Episode]:
 
 def learner(algo: Algorithm, space: PolicySpace) -> tuple[TorchPolicy, Trainer]:
     policy = algo.make_policy(space=space, seed=0)
-    trainer = algo.make_trainer(policy=policy, space=space, seed=0)
+    trainer = algo.make_trainer(policy=policy, space=space, seed=0,
+                                context=TrainerContext.alone(policy=policy, space=space))
     assert isinstance(policy, TorchPolicy) and trainer is not None
     return policy, trainer
 
@@ -240,7 +241,8 @@ def test_the_copy_path_trains_exactly_as_the_shared_path(name: str, space: Polic
     for algo in (copy_algo, algorithm(name, **SMALL[name], device="cpu")):
         policy = algo.make_policy(space=space, seed=9)
         policy.set_weights(weights)
-        trainer = algo.make_trainer(policy=policy, space=space, seed=9)
+        trainer = algo.make_trainer(policy=policy, space=space, seed=9,
+                                    context=TrainerContext.alone(policy=policy, space=space))
         assert trainer is not None
         trainer.load_state(copied.state())
         assert trainer.update(episodes) == metrics
@@ -326,7 +328,8 @@ def test_a_gpu_trainer_state_resumes_on_the_cpu_and_back(name: str) -> None:
         algo = algorithm(name, **SMALL[name], device=device)
         policy = algo.make_policy(space=space, seed=3)
         policy.set_weights(weights)
-        trainer = algo.make_trainer(policy=policy, space=space, seed=3)
+        trainer = algo.make_trainer(policy=policy, space=space, seed=3,
+                                    context=TrainerContext.alone(policy=policy, space=space))
         assert trainer is not None
         trainer.load_state(state)
         trainer.update(episodes)

@@ -14,6 +14,7 @@ from tianshou_helpers import ACTOR_CRITIC, ALGORITHMS, BOX_SPACE, Bandit, algori
 
 import popmarl
 from popmarl.errors import CheckpointError, ConfigError
+from popmarl.interfaces.algorithm import TrainerContext
 from popmarl.interfaces.policy import ExplicitPolicy
 from popmarl.data.episodes import Episode, Observations
 from popmarl.interfaces.spaces import Box, Discrete
@@ -157,7 +158,8 @@ def test_weights_round_trip_as_plain_array_copies(name):
 def test_dqn_epsilon_travels_with_the_weights():
     algo = algorithm("dqn", eps_start=0.7)
     learner, actor = algo.make_policy(space=DISCRETE, seed=0), algo.make_policy(space=DISCRETE, seed=0)
-    algo.make_trainer(policy=learner, space=DISCRETE, seed=0)
+    algo.make_trainer(policy=learner, space=DISCRETE, seed=0,
+                      context=TrainerContext.alone(policy=learner, space=DISCRETE))
     actor.set_weights(learner.get_weights())
     assert actor.eps == pytest.approx(0.7)
 
@@ -200,7 +202,8 @@ def test_policies_and_training_are_deterministic_in_the_seed(name):
 
     def trained(seed: int) -> dict[str, np.ndarray]:
         learner = algo.make_policy(space=bandit.space, seed=seed)
-        trainer = algo.make_trainer(policy=learner, space=bandit.space, seed=seed)
+        trainer = algo.make_trainer(policy=learner, space=bandit.space, seed=seed,
+                                    context=TrainerContext.alone(policy=learner, space=bandit.space))
         rng = np.random.default_rng(seed)
         for _ in range(3):
             trainer.update(bandit.episodes(learner, 200, rng))
@@ -220,7 +223,8 @@ def test_updates_leave_the_global_numpy_generator_alone():
     bandit = Bandit.make()
     algo = algorithm("ppo")
     learner = algo.make_policy(space=bandit.space, seed=0)
-    trainer = algo.make_trainer(policy=learner, space=bandit.space, seed=0)
+    trainer = algo.make_trainer(policy=learner, space=bandit.space, seed=0,
+                                context=TrainerContext.alone(policy=learner, space=bandit.space))
     episodes = bandit.episodes(learner, 300, np.random.default_rng(0))
     np.random.seed(5)
     trainer.update(episodes)
@@ -240,7 +244,8 @@ def test_masked_target_ignores_illegal_next_actions():
             for p in policy.qnet.parameters():
                 p.zero_()
             last.bias.copy_(torch.tensor([5.0, 1.0, 2.0]))  # Q = (5, 1, 2) everywhere
-        trainer = algo.make_trainer(policy=policy, space=policy_space, seed=0)
+        trainer = algo.make_trainer(policy=policy, space=policy_space, seed=0,
+                                    context=TrainerContext.alone(policy=policy, space=policy_space))
         assert isinstance(trainer, DQNTrainer)
         trainer.algorithm._update_lagged_network_weights()
         episode = Episode(agent="a", obs=np.zeros((2, 2), np.float32), actions=np.array([0, 1]),
@@ -325,7 +330,9 @@ def test_truncated_episodes_bootstrap_from_the_value_at_the_cut(name):
     truncated episode, r for a terminated one."""
     policy_space = space(Box(shape=(2,)), Discrete(n=3))
     algo = algorithm(name, gamma=0.9, gae_lambda=0.95)
-    trainer = algo.make_trainer(policy=algo.make_policy(space=policy_space, seed=0), space=policy_space, seed=0)
+    policy = algo.make_policy(space=policy_space, seed=0)
+    trainer = algo.make_trainer(policy=policy, space=policy_space, seed=0,
+                                context=TrainerContext.alone(policy=policy, space=policy_space))
     critic = trainer.algorithm.critic
     for cut in (True, False):
         batch = transitions(_bootstrap_episodes(cut), policy_space)
@@ -345,7 +352,8 @@ def test_dqn_bootstraps_truncated_episodes_from_the_cut_observation():
     policy_space = space(Box(shape=(2,)), Discrete(n=3))
     algo = algorithm("dqn", gamma=0.9, n_step=2, target_update_freq=1)
     policy = algo.make_policy(space=policy_space, seed=0)
-    trainer = algo.make_trainer(policy=policy, space=policy_space, seed=0)
+    trainer = algo.make_trainer(policy=policy, space=policy_space, seed=0,
+                                context=TrainerContext.alone(policy=policy, space=policy_space))
     assert isinstance(trainer, DQNTrainer)
     trainer.algorithm._update_lagged_network_weights()
     with torch.no_grad():

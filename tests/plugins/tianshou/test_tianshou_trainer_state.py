@@ -16,7 +16,7 @@ import torch
 from tianshou_helpers import BOX_SPACE, Bandit, algorithm, box_episodes, requires_openspiel
 
 import popmarl
-from popmarl.interfaces.algorithm import Algorithm, PolicySpace
+from popmarl.interfaces.algorithm import Algorithm, PolicySpace, TrainerContext
 from popmarl.builtin.random_policy import UniformRandomPolicy
 from popmarl.errors import CheckpointError
 from popmarl.interfaces.policy import Policy
@@ -69,7 +69,8 @@ def rebuilt(algo: Algorithm, space: PolicySpace, weights: Weights,
     """A new learner (another seed) with ``weights``, and ``state`` loaded unless None."""
     policy = algo.make_policy(space=space, seed=7)
     policy.set_weights(weights)
-    trainer = algo.make_trainer(policy=policy, space=space, seed=7)
+    trainer = algo.make_trainer(policy=policy, space=space, seed=7,
+                                context=TrainerContext.alone(policy=policy, space=space))
     assert trainer is not None
     if state is not None:
         trainer.load_state(state)
@@ -117,7 +118,8 @@ def check_resume(name: str, space: PolicySpace, collect: Collect) -> None:
     algo = algorithm(name, **PARAMS[name])
     rng = np.random.default_rng(0)
     policy = algo.make_policy(space=space, seed=0)
-    trainer = algo.make_trainer(policy=policy, space=space, seed=0)
+    trainer = algo.make_trainer(policy=policy, space=space, seed=0,
+                                context=TrainerContext.alone(policy=policy, space=space))
     assert trainer is not None
     for _ in range(3):
         assert "loss" in trainer.update(collect(policy, rng))  # it trains from the start
@@ -156,7 +158,8 @@ def trained(name: str, rounds: int = 2, **params: Any) -> tuple[Algorithm, Polic
     algo = algorithm(name, **{**PARAMS[name], **params})
     rng = np.random.default_rng(0)
     policy = algo.make_policy(space=BANDIT.space, seed=0)
-    trainer = algo.make_trainer(policy=policy, space=BANDIT.space, seed=0)
+    trainer = algo.make_trainer(policy=policy, space=BANDIT.space, seed=0,
+                                context=TrainerContext.alone(policy=policy, space=BANDIT.space))
     assert trainer is not None
     for _ in range(rounds):
         trainer.update(bandit(policy, rng))
@@ -185,7 +188,8 @@ def test_state_files() -> None:
 def load_error(name: str, state: TrainerState, **params: Any) -> str:
     algo = algorithm(name, **{**PARAMS[name], **params})
     policy = algo.make_policy(space=BANDIT.space, seed=0)
-    trainer = algo.make_trainer(policy=policy, space=BANDIT.space, seed=0)
+    trainer = algo.make_trainer(policy=policy, space=BANDIT.space, seed=0,
+                                context=TrainerContext.alone(policy=policy, space=BANDIT.space))
     assert trainer is not None
     with pytest.raises(CheckpointError) as info:
         trainer.load_state(state)

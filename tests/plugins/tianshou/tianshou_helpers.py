@@ -14,14 +14,15 @@ import yaml
 
 import popmarl
 from popmarl.interfaces.agent import AgentInterface
-from popmarl.interfaces.algorithm import Algorithm, PolicySpace
+from popmarl.interfaces.algorithm import Algorithm, PolicySpace, TrainerContext
 from popmarl.interfaces.env import Env, Step, VectorEnv
 from popmarl.interfaces.policy import Policy
 from popmarl.engine.learners import Learners
 from popmarl.data.episodes import Episode, Observations
 from popmarl.data.learners import LearnerSpec
 from popmarl.data.policies import PolicySpec
-from popmarl.data.tasks import Opponents, TrainBudget, TrainTask
+from popmarl.data.meta_strategy import MetaStrategy
+from popmarl.data.tasks import TrainBudget, TrainTask
 from popmarl.engine.rollout import RolloutWorker
 from popmarl.interfaces.spaces import Box, Discrete
 from popmarl.engine.learner_loop import run_task
@@ -146,7 +147,8 @@ def train_loop(algo: Algorithm, policy_space: PolicySpace, collect: Callable[[Po
     rng = np.random.default_rng(seed)
     learner = algo.make_policy(space=policy_space, seed=seed)
     actor = algo.make_policy(space=policy_space, seed=seed)
-    trainer = algo.make_trainer(policy=learner, space=policy_space, seed=seed)
+    trainer = algo.make_trainer(policy=learner, space=policy_space, seed=seed,
+                                context=TrainerContext.alone(policy=learner, space=policy_space))
     assert trainer is not None
     for _ in range(rounds):
         actor.set_weights(learner.get_weights())
@@ -162,15 +164,16 @@ def train_against(env: Env, algo: Algorithm, seat: str, opponents: Mapping[str, 
     policy_space = PolicySpace(population=seat, agents=(seat,), observation_space=env.observation_space(seat),
                                action_space=env.action_space(seat))
     lookup: dict[str, Policy] = {}
-    seats = []
+    seats = {}
     for agent in env.agents:
         mix = opponents.get(agent, [])
         ids = tuple(f"{agent}/{k}" for k in range(len(mix)))
         lookup.update(zip(ids, (p for p, _ in mix)))
-        seats.append(Opponents(agent=agent, population=agent, policy_ids=ids, mixture=np.array([w for _, w in mix])))
+        if ids:
+            seats[agent] = (ids, [w for _, w in mix])
     snapshot = PolicySpec(policy_id=f"{seat}/new", population=seat, algorithm="test", iteration=1)
     task = TrainTask(learners=(LearnerSpec(key=seat, population=seat, seats=(seat,), seed=seed, snapshot=snapshot),),
-                     seed=seed, opponents=tuple(s for s in seats if s.policy_ids),
+                     seed=seed, opponents=MetaStrategy.independent(seats),
                      budget=TrainBudget(max_env_steps=steps, episodes_per_update=episodes_per_update))
     learners = Learners({seat: AgentInterface(space=policy_space, algorithm=algo, env=env)})
     (frozen,) = run_task(task, learners=learners, rollout=RolloutWorker(env=env, num_envs=num_envs),

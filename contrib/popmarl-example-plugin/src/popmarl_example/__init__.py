@@ -5,6 +5,6 @@ Nothing here is imported by ``popmarl plugins``; popmarl imports a module when a
 names its component.
 """
 
-POPMARL_API = "1.0"  # the popmarl.api version this plugin is built against (popmarl plugins --check)
+POPMARL_API = "2.0"  # the popmarl.api version this plugin is built against (popmarl plugins --check)
 
 __version__ = "0.1.0"

@@ -36,6 +36,7 @@ def softmax(values: np.ndarray, temperature: float) -> np.ndarray:
 class SoftmaxBR(Algorithm):
     """The logit response to the meta-strategy, for env ``matrix`` (any number of players)."""
 
+    answers = True
     Config = SoftmaxBRConfig
 
     def make_policy(self, *, space: PolicySpace, seed: int) -> SoftmaxPolicy:

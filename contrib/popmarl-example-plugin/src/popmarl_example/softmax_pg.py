@@ -18,7 +18,7 @@ import attrs
 import numpy as np
 
 from popmarl.api import (Algorithm, ConfigError, Discrete, Episode, ExplicitPolicy, Observations, Policy, PolicySpace,
-                         Trainer, TrainerState)
+                         Trainer, TrainerContext, TrainerState)
 
 
 @attrs.frozen(kw_only=True)
@@ -99,6 +99,7 @@ class Reinforce(Trainer):
 class SoftmaxPG(Algorithm):
     """A linear softmax policy trained by REINFORCE, for discrete actions."""
 
+    learns = True
     Config = SoftmaxPGConfig
     config: SoftmaxPGConfig
 
@@ -116,6 +117,6 @@ class SoftmaxPG(Algorithm):
         policy.set_weights({"w": np.zeros_like(policy.w), "b": np.zeros_like(policy.b)})
         return policy
 
-    def make_trainer(self, *, policy: Policy, space: PolicySpace, seed: int) -> Reinforce:
+    def make_trainer(self, *, policy: Policy, space: PolicySpace, seed: int, context: TrainerContext) -> Reinforce:
         assert isinstance(policy, LinearSoftmaxPolicy)
         return Reinforce(policy, self.config)

@@ -14,13 +14,18 @@ a config that sets neither gets the scenario default (10 iterations).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import attrs
 import numpy as np
 
-from popmarl.api import (ConfigError, EvalTask, IterativeScenario, LearnerInit, LearnerSpec, Opponents, PolicySpec,
-                         TrainBudget, TrainTask)
+from popmarl.api import (ConfigError, EvalTask, IterationState, IterativeScenario, LearnerInit, LearnerSpec, MetaStrategy,
+                         PolicySpec, TrainTask, Work, stream_seed)
+
+#: The ``training`` keys of one budget this scenario uses; the others it refuses.
+UNUSED_TRAINING = ("window", "target_return", "target_win_rate", "patience", "min_env_steps", "keep", "self_play",
+                   "opponent_epsilon", "init", "pipeline")
 
 
 @attrs.frozen(kw_only=True)
@@ -31,94 +36,102 @@ class ReservoirConfig:
     recency: float = attrs.field(default=0.0, validator=attrs.validators.ge(0))
 
 
-class ReservoirSelfPlay(IterativeScenario):
+@attrs.define(kw_only=True)
+class ReservoirState(IterationState):
+    """The snapshots so far (``policies``), the reservoir's members, and whether the
+    learner is to be rebuilt from its checkpointed state (a resumed run's first iteration)."""
+
+    policies: list[str]
+    reservoir: list[str]
+    restoring: bool = False
+
+    def to_checkpoint(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        return {"policies": self.policies, "reservoir": self.reservoir}, {}
+
+    @classmethod
+    def from_checkpoint(cls, common: dict[str, Any], saved: Mapping[str, Any], arrays: Mapping[str, np.ndarray],
+                        scenario: Any) -> ReservoirState:
+        return cls(**common, policies=list(saved["policies"]), reservoir=list(saved["reservoir"]),
+                   restoring=bool(common["learners"]))
+
+    def held_policies(self) -> list[str]:
+        return list(self.reservoir)
+
+
+class ReservoirSelfPlay(IterativeScenario[ReservoirState]):
     """Self-play of one population against a reservoir of its own past snapshots."""
 
     Config = ReservoirConfig
+    State = ReservoirState
+    config: ReservoirConfig
 
     def check(self, *, config: Any, mapping: Any) -> None:
         if len(mapping.populations) != 1:
             raise ConfigError("agents.mapping: scenario reservoir_self_play needs one population playing every "
                               f"seat (set it to shared); got {', '.join(mapping.populations)}")
+        unused = config.training.given(UNUSED_TRAINING)
+        if unused:
+            raise ConfigError(f"training.{unused[0]}: not used by scenario reservoir_self_play (its learner trains "
+                              "for max_env_steps, max_episodes or max_wall_time_s each iteration); remove it")
 
-    def initialise(self) -> dict[str, Any]:
-        first = f"{self.ctx.mapping.populations[0]}/0"
-        self._publish(first, self.ctx.agents[first[:-2]].initial_policy(seed=self.ctx.config.seed).get_weights())
-        state = {"iteration": 0, "policies": [first], "reservoir": [first], "env_steps": 0, "history": [],
-                 "learner": None, "init": LearnerInit.start_from(first)}
-        self._commit(state)
-        return state
+    def check_agents(self, agents: Mapping[str, Any]) -> None:
+        for population, agent in agents.items():
+            if not agent.learns:
+                raise ConfigError(f"algorithm: {agent.algorithm_name} (population {population}) does not learn; "
+                                  "scenario reservoir_self_play trains its population (e.g. dqn, ppo, softmax_pg)")
 
-    def restore(self) -> dict[str, Any]:
-        saved, _ = self.ctx.run_dir.load_state()
-        for pid in saved["reservoir"]:
-            self.ctx.backend.add_policy(pid, self.ctx.run_dir.load_policy(pid))
-        self.resume_history(saved)
-        learner = self.ctx.run_dir.load_learners(saved)[self.ctx.mapping.populations[0]] if saved["iteration"] else None
-        return {**{k: saved[k] for k in ("iteration", "policies", "reservoir", "env_steps", "history")}, "learner": learner,
-                "init": LearnerInit.restore(learner) if learner else LearnerInit.start_from(saved["policies"][0])}
+    def start(self) -> ReservoirState:
+        population = self.ctx.mapping.populations[0]
+        first = f"{population}/0"
+        self.publish(first, self.ctx.agents[population].initial_policy(seed=self.ctx.config.seed).get_weights())
+        return ReservoirState(policies=[first], reservoir=[first])
 
-    def loop(self, state: dict[str, Any]) -> tuple[str, str]:
-        # The stopping conditions in force: the config's, or the scenario's defaults where it
-        # sets none (any of max_iterations and max_wall_time_s may be unset).
-        while (stop := self.stop_reason(state["iteration"], state["history"])) is None:
-            self._iterate(state)
-        return stop
-
-    def _iterate(self, state: dict[str, Any]) -> None:
-        ctx, pop, reservoir, t = self.ctx, self.ctx.mapping.populations[0], state["reservoir"], self.ctx.config.training
-        iteration, agents = state["iteration"] + 1, ctx.env.agents
-        seeds = [int(s) for s in np.random.SeedSequence([ctx.config.seed, iteration]).generate_state(4) >> 1]
+    def iterate(self, state: ReservoirState, iteration: int) -> Work:
+        ctx, pop, reservoir = self.ctx, self.ctx.mapping.populations[0], state.reservoir
+        agents, seed = ctx.env.agents, ctx.config.seed
         snapshot = PolicySpec(policy_id=f"{pop}/{iteration}", population=pop,
                               algorithm=ctx.agents[pop].algorithm_name, iteration=iteration)
+        if state.restoring:
+            init = LearnerInit.restore(state.learners[pop])
+        elif pop in state.learners:
+            init = LearnerInit(kind="continue")
+        else:
+            init = LearnerInit.start_from(state.policies[0])
         task = TrainTask(
-            learners=(LearnerSpec(key=pop, population=pop, seats=agents, one_seat=True, seed=seeds[0],
-                                  init=state["init"], snapshot=snapshot),),
-            opponents=tuple(Opponents(agent=a, population=pop, policy_ids=tuple(reservoir),
-                                      mixture=self._mixture(reservoir)) for a in agents),
-            budget=TrainBudget(**{k: getattr(t, k) for k in ("max_env_steps", "max_episodes", "max_wall_time_s",
-                                                              "episodes_per_update")}),
-            seed=seeds[1], return_state=True)
+            learners=(LearnerSpec(key=pop, population=pop, seats=agents, one_seat=True,
+                                  seed=stream_seed(seed, "reservoir.train", iteration, 0), init=init,
+                                  snapshot=snapshot),),
+            opponents=MetaStrategy.independent({a: (reservoir, self._mixture(reservoir)) for a in agents}),
+            budget=ctx.config.training.budget(follows_learning=False), seed=stream_seed(seed, "reservoir.train", iteration, 1),
+            return_state=True)
         (result,) = ctx.backend.train([task])
-        self._publish(snapshot.policy_id, result.policies[0].weights)
+        self.publish(snapshot.policy_id, result.policies[0].weights)
         tasks = [EvalTask(index=(k, j), profile={a: snapshot.policy_id if a == seat else old for a in agents},
-                          episodes=ctx.config.evaluation.episodes_per_entry, seed=seeds[2])
+                          episodes=ctx.config.evaluation.episodes_per_entry,
+                          seed=stream_seed(seed, "reservoir.eval", iteration))
                  for k, seat in enumerate(agents) for j, old in enumerate(reservoir)]
         if len(reservoir) < self.config.capacity:
             reservoir.append(snapshot.policy_id)
-        elif (slot := int(np.random.default_rng(seeds[3]).integers(iteration + 1))) < self.config.capacity:
+        elif (slot := int(np.random.default_rng(stream_seed(seed, "reservoir.draw", iteration)).integers(
+                iteration + 1))) < self.config.capacity:
             reservoir[slot] = snapshot.policy_id  # Algorithm R: each of the iteration + 1 snapshots equally likely
-        state.update(iteration=iteration, env_steps=state["env_steps"] + result.env_steps, learner=result.states[pop],
-                     init=LearnerInit(kind="continue"), policies=[*state["policies"], snapshot.policy_id])
-        metrics = {"iteration": iteration, "reservoir_size": len(reservoir), "mean_return_vs_reservoir":
-                   float(np.mean([r.returns[r.index[0]] for r in ctx.backend.evaluate(tasks)])), "env_steps": state["env_steps"], "wall_time_s": self.elapsed(),
-                   **{f"train/{k}": v for k, v in result.learner_metrics[pop].items()}}
-        state["history"].append(metrics)
-        self._commit(state)
-        ctx.run_dir.append_metrics(metrics)
-        ctx.hooks.iteration_end(ctx.info, iteration, metrics)
+        state.learners, state.restoring = {pop: result.states[pop]}, False
+        state.policies.append(snapshot.policy_id)
+        returns = [r.returns[r.index[0]] for r in ctx.backend.evaluate(tasks)]
+        return Work(env_steps=result.env_steps, details=(result.learner_metrics[pop], float(np.mean(returns))))
+
+    def report(self, state: ReservoirState, work: Work) -> dict[str, Any]:
+        learned, mean_return = work.details
+        return {"reservoir_size": len(state.reservoir), "mean_return_vs_reservoir": mean_return,
+                **{f"train/{k}": v for k, v in learned.items()}}
 
     def _mixture(self, reservoir: list[str]) -> np.ndarray:
         """Each member's draw probability: snapshot ``i`` weighs ``(i + 1) ** recency``."""
         weights = np.array([int(pid.rsplit("/", 1)[1]) + 1.0 for pid in reservoir]) ** self.config.recency
         return weights / weights.sum()
 
-    def _publish(self, pid: str, weights: Any) -> None:
-        self.ctx.backend.add_policy(pid, weights)
-        self.ctx.run_dir.save_policy(pid, weights)
-        self.ctx.hooks.policy_added(self.ctx.info, self.ctx.mapping.populations[0], pid)
-
-    def _commit(self, state: dict[str, Any]) -> None:
-        saved = {k: state[k] for k in ("iteration", "policies", "reservoir", "env_steps")} | {
-            "history_length": len(state["history"]), "wall_time_s": self.elapsed()}
-        learners = {state["learner"].key: state["learner"]} if state["learner"] else None
-        self.commit(saved, {"reservoir_size": np.array(len(state["reservoir"]))}, state["history"], learners=learners)
-
-    def summary(self, state: dict[str, Any] | None, status: str, reason: str) -> dict[str, Any]:
-        summary = self.base_summary(status, reason)
-        if state is not None:
-            drawn = dict(zip(state["reservoir"], self._mixture(state["reservoir"]).tolist()))
-            summary.update(iterations=state["iteration"], env_steps=state["env_steps"], reservoir=state["reservoir"],
-                           populations={self.ctx.mapping.populations[0]: {"policies": state["policies"],
-                                                                          "meta_strategy": [drawn.get(p, 0.0) for p in state["policies"]]}})
-        return summary
+    def details(self, state: ReservoirState) -> dict[str, Any]:
+        drawn = dict(zip(state.reservoir, self._mixture(state.reservoir).tolist()))
+        return {"reservoir": state.reservoir,
+                "populations": {self.ctx.mapping.populations[0]: {
+                    "policies": state.policies, "meta_strategy": [drawn.get(p, 0.0) for p in state.policies]}}}

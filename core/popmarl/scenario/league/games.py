@@ -4,13 +4,13 @@ snapshots the roles call for."""
 
 from __future__ import annotations
 
-import attrs
 import numpy as np
 
 from popmarl.data.learners import LearnerInit, LearnerSpec
 from popmarl.data.population import policy_id
-from popmarl.data.seeds import derive_seed
-from popmarl.data.tasks import EvalTask, Opponents, TrainResult, TrainTask
+from popmarl.data.seeds import stream_seed
+from popmarl.data.meta_strategy import MetaStrategy
+from popmarl.data.tasks import EvalTask, TrainResult, TrainTask
 from popmarl.interfaces.algorithm import opponent_exploration
 from popmarl.scenario.league.roles import Frozen, opponents
 from popmarl.scenario.league.state import LeagueBase, LeagueState, Player
@@ -30,8 +30,8 @@ class LeagueGames(LeagueBase):
         weights = np.array([p for p in mixture.values() if p > 0])
         opposing = self._opposing(player.population)
         seats = ctx.mapping.agents_of(player.population)
-        opponents_of = tuple(Opponents(agent=a, population=opposing, policy_ids=ids, mixture=weights / weights.sum())
-                             for a in ctx.mapping.agents_of(opposing))
+        opponents_of = MetaStrategy.independent({a: (ids, weights / weights.sum())
+                                                 for a in ctx.mapping.agents_of(opposing)})
         if player.key in state.restoring:
             init = LearnerInit.restore(state.learners[player.key])
         elif player.key in state.learners:
@@ -40,11 +40,11 @@ class LeagueGames(LeagueBase):
             init = LearnerInit()
         training = ctx.config.training
         # A round is a fixed number of env steps (no plateau rule: players never stop learning).
-        budget = attrs.evolve(training.budget(opponent_exploration(ctx.agents[player.population].algorithm, ctx.env)),
-                              max_env_steps=self._steps_per_round, min_env_steps=None, patience=None)
+        budget = training.budget(opponent_exploration(ctx.agents[player.population].algorithm, ctx.env),
+                                 follows_learning=False, max_env_steps=self.steps_per_round)
         learner = LearnerSpec(key=player.key, population=player.population, seats=seats, one_seat=True,
                               seed=player.seed, init=init)
-        return TrainTask(learners=(learner,), seed=derive_seed(ctx.config.seed, iteration, 100 + k), budget=budget,
+        return TrainTask(learners=(learner,), seed=stream_seed(ctx.config.seed, "league.train", iteration, k), budget=budget,
                          opponents=opponents_of, return_state=True)
 
     def _table_id(self, state: LeagueState, name: str) -> str | None:
@@ -87,7 +87,7 @@ class LeagueGames(LeagueBase):
                 for seat in ctx.mapping.agents_of(player.population):
                     other = next(a for a in ctx.env.agents if a != seat)
                     tasks.append(EvalTask(index=(len(tasks),), profile={seat: player.current_id, other: frozen.policy_id},
-                                          episodes=episodes, seed=derive_seed(ctx.config.seed, iteration, 3_000_017)))
+                                          episodes=episodes, seed=stream_seed(ctx.config.seed, "league.meet", iteration)))
                     meta.append((player.key, frozen.policy_id, ctx.env.agents.index(seat)))
         if not tasks:
             return 0
@@ -100,14 +100,14 @@ class LeagueGames(LeagueBase):
     def _snapshot(self, state: LeagueState, player: Player, iteration: int, k: int) -> str:
         """Freeze ``player`` as its population's next policy; reset it as its role says."""
         pid = policy_id(player.population, len(state.frozen[player.population]))
-        self._add(pid, state.learners[player.key].weights)
+        self.publish(pid, state.learners[player.key].weights)
         state.frozen[player.population].append(Frozen(policy_id=pid, parent=player.key, role=player.role))
         state.table.add(pid)
         player.snapshots += 1
         player.since_snapshot = 0
         reset = player.role == "main_exploiter"
         if player.role == "league_exploiter":
-            coin = np.random.default_rng(derive_seed(self.ctx.config.seed, iteration, 200 + k)).random()
+            coin = np.random.default_rng(stream_seed(self.ctx.config.seed, "league.reset", iteration, k)).random()
             reset = bool(coin < self.config.league_exploiters.reset_probability)
         if reset:  # back to its initial policy, with a new trainer, next round
             del state.learners[player.key]

@@ -15,7 +15,21 @@ from popmarl.gametheory.metagame import entropy, expected_payoffs
 from popmarl.gametheory.ratings import elo
 from popmarl.interfaces.env import MixedProfile
 from popmarl.scenario import meta_game
+from popmarl.scenario.base import Work
 from popmarl.scenario.league.state import LeagueBase, LeagueState
+
+
+@attrs.frozen(kw_only=True)
+class RoundWork:
+    """What a round did, for its metrics line: each player's train result and win rate in
+    its games, the snapshots taken, and its timings."""
+
+    results: Sequence[TrainResult]
+    rates: Mapping[str, float | None]
+    snapshots: Sequence[str]
+    seconds: float
+    train_time_s: float
+    eval_time_s: float
 
 
 class LeagueOutputs(LeagueBase):
@@ -39,12 +53,14 @@ class LeagueOutputs(LeagueBase):
                 target = name.replace("final", "main", 1) if "final" in name else f"main_{name}"
                 (Path(scratch) / name).replace(directory / target)
 
-    def _metrics(self, state: LeagueState, results: Sequence[TrainResult], rates: Mapping[str, float | None],
-                 snapshots: Sequence[str], *, steps: int, seconds: float, **times: float) -> dict[str, Any]:
+    def report(self, state: LeagueState, work: Work) -> dict[str, Any]:
+        """The round's metrics line: NashConv of the Nash mixture and of the main agents
+        where the env computes it, the meta-strategies, each player's win rates, snapshots
+        and (main agents) Elo, its learner's metrics, and the solver's."""
         ctx = self.ctx
+        done: RoundWork = work.details
         nash = meta_game.exact_nash_conv(ctx.env, self._nash_profile(state))
-        metrics: dict[str, Any] = {"iteration": state.iteration, "nash_conv": nash,
-                                   "exploitability": meta_game.exploitability(ctx.env, nash),
+        metrics: dict[str, Any] = {"nash_conv": nash, "exploitability": meta_game.exploitability(ctx.env, nash),
                                    "main_nash_conv": meta_game.exact_nash_conv(ctx.env, self._main_profile(state))}
         for population in ctx.mapping.populations:
             meta = meta_game.population_meta(state.meta, ctx.mapping, ctx.env.agents, population)
@@ -52,9 +68,9 @@ class LeagueOutputs(LeagueBase):
             metrics[f"meta_strategy/{population}"] = meta.tolist()
             metrics[f"meta_entropy/{population}"] = entropy(meta)
         ratings = self._elo(state)
-        for player, result in zip(state.players, results):
+        for player, result in zip(state.players, done.results):
             frozen = [f.policy_id for f in self._opposition(state, player.population).frozen]
-            metrics[f"win_rate/{player.key}"] = rates[player.key]
+            metrics[f"win_rate/{player.key}"] = done.rates[player.key]
             metrics[f"min_win_rate/{player.key}"] = float(state.table.win_rate(player.key, frozen).min())
             metrics[f"snapshots/{player.key}"] = player.snapshots
             if player.role == "main_agent":
@@ -63,9 +79,9 @@ class LeagueOutputs(LeagueBase):
         if ctx.config.evaluation.ratings:
             for population in ctx.mapping.populations:
                 metrics[f"elo/{population}"] = ratings[state.frozen[population][-1].policy_id]
-        metrics.update({"snapshots": list(snapshots), "env_steps": state.env_steps, "iteration_env_steps": steps,
-                        "steps_per_s": steps / seconds if seconds > 0 else 0.0,
-                        **times, "wall_time_s": self.elapsed()})
+        metrics.update({"snapshots": list(done.snapshots),
+                        "steps_per_s": work.env_steps / done.seconds if done.seconds > 0 else 0.0,
+                        "train_time_s": done.train_time_s, "eval_time_s": done.eval_time_s})
         metrics.update({f"solver/{k}": v for k, v in state.solver_metrics.items()})
         return metrics
 
@@ -77,10 +93,7 @@ class LeagueOutputs(LeagueBase):
         ratings = elo(counts["wins"], counts["draws"], anchor=anchor)
         return dict(zip(state.table.players, map(float, ratings)))
 
-    def summary(self, state: LeagueState | None, status: str, reason: str) -> dict[str, Any]:  # type: ignore[override]
-        return self.summary_with(state, status, reason, self._summary_details)
-
-    def _summary_details(self, state: LeagueState) -> dict[str, Any]:
+    def details(self, state: LeagueState) -> dict[str, Any]:
         """What ``summary.json`` tells of a league state besides its iterations and env steps."""
         ctx = self.ctx
         last = state.history[-1] if state.history else {}

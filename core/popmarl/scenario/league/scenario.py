@@ -30,10 +30,10 @@ it exactly, the NashConv of the Nash mixture (``nash_conv``) and of the main age
 alone (``main_nash_conv``).
 
 Its parts: :mod:`~popmarl.scenario.league.config` (the params),
-:mod:`~popmarl.scenario.league.state` (the state, checkpoint and restore),
+:mod:`~popmarl.scenario.league.state` (the state and its codec),
 :mod:`~popmarl.scenario.league.games` (a round's games) and
 :mod:`~popmarl.scenario.league.metrics` (metrics, summary, exported policies); here, the
-checks and the loop.
+checks and a round.
 """
 
 from __future__ import annotations
@@ -52,7 +52,8 @@ from popmarl.plugins.registry import Registries
 from popmarl.runs.runner import build
 from popmarl.scenario.league.config import DEFAULT_SOLVER, UNUSED_TRAINING, LeagueConfig
 from popmarl.scenario.league.games import LeagueGames
-from popmarl.scenario.league.metrics import LeagueOutputs
+from popmarl.scenario.base import Work
+from popmarl.scenario.league.metrics import LeagueOutputs, RoundWork
 from popmarl.scenario.league.roles import ready_to_snapshot
 from popmarl.scenario.league.state import LeagueState
 
@@ -82,9 +83,6 @@ class League(LeagueGames, LeagueOutputs):
         if self.config.steps_per_round is not None and config.training.max_env_steps is not None:
             raise ConfigError("scenario.params.steps_per_round: set both it and training.max_env_steps (each "
                               "player's env steps per round); keep one")
-        self._steps_per_round = self.config.steps_per_round or config.training.round_env_steps
-        self._solver_named = config.solver != attrs.fields(RunConfig).solver.default
-        self._solver_name = config.solver.name if self._solver_named else DEFAULT_SOLVER
 
     def check_agents(self, agents: Mapping[str, AgentInterface]) -> None:
         for population, agent in agents.items():
@@ -94,28 +92,26 @@ class League(LeagueGames, LeagueOutputs):
                                   "players learn (e.g. dqn, ppo, a2c)")
 
     def check_solver(self, solver: MetaSolver, *, mapping: AgentMapping,
-                     agents: Mapping[str, AgentInterface]) -> None:
-        if not self._solver_named:
-            try:
-                solver = build("solvers", ComponentConfig(name=DEFAULT_SOLVER), "solver")
-            except ConfigError:
-                raise ConfigError(f"solver: the league solves its output with {DEFAULT_SOLVER} (install "
-                                  f"popmarl-solvers) or the solver the config names; registered solvers: "
-                                  f"{', '.join(Registries.current().get('solvers').names())}") from None
-        if isinstance(solver, JointMetaSolver):
-            raise ConfigError(f"solver: {self._solver_name} gives a joint distribution; a league's output is one "
+                     agents: Mapping[str, AgentInterface], config: RunConfig) -> None:
+        output, name = _output_solver(config, solver)
+        if isinstance(output, JointMetaSolver):
+            raise ConfigError(f"solver: {name} gives a joint distribution; a league's output is one "
                               "mixture per seat (use nash, prd, alpharank, ...)")
-        self._solver = solver
 
-    # -- the loop -------------------------------------------------------------------
-    def loop(self, state: LeagueState) -> tuple[str, str]:
-        return self.loop_until_stopped(state, self._round)
+    def prepare(self) -> None:
+        config = self.ctx.config
+        self.steps_per_round = self.config.steps_per_round or config.training.round_env_steps
+        self.output_solver, self.output_solver_name = _output_solver(config, self.ctx.solver)
 
-    def _round(self, state: LeagueState) -> None:
-        iteration = state.iteration + 1
+    def newest_policies(self, state: LeagueState) -> dict[str, str]:
+        """Each population's newest frozen player."""
+        return {p: fs[-1].policy_id for p, fs in state.frozen.items()}
+
+    # -- a round --------------------------------------------------------------------
+    def iterate(self, state: LeagueState, iteration: int) -> Work:
         t0 = time.monotonic()
         for player in state.players:
-            self._add(player.current_id, self._current_weights(state, player), announce=False)
+            self.publish(player.current_id, self._current_weights(state, player), announce=False)
         met_steps = self._meet_unmet(state, iteration)
         tasks = [self._task(state, player, iteration, k) for k, player in enumerate(state.players)]
         results = self.ctx.backend.train(tasks)
@@ -123,7 +119,7 @@ class League(LeagueGames, LeagueOutputs):
         state.restoring = set()
         snapshots = []
         round_rates: dict[str, float | None] = {}
-        for k, (player, result) in enumerate(zip(state.players, results)):
+        for player, result in zip(state.players, results):
             state.learners[player.key] = result.states[player.key]
             player.trained += result.env_steps
             player.since_snapshot += result.env_steps
@@ -136,9 +132,20 @@ class League(LeagueGames, LeagueOutputs):
         t1 = time.monotonic()
         eval_steps = self._evaluate_frozen(state, iteration)
         eval_time = time.monotonic() - t1
-        train_steps = sum(r.env_steps for r in results)
-        state.iteration = iteration
-        state.env_steps += train_steps + met_steps + eval_steps
-        metrics = self._metrics(state, results, round_rates, snapshots, steps=train_steps + met_steps + eval_steps,
-                                seconds=time.monotonic() - t0, train_time_s=train_time, eval_time_s=eval_time)
-        self.end_iteration(state, metrics, self._commit)
+        steps = sum(r.env_steps for r in results) + met_steps + eval_steps
+        return Work(env_steps=steps, details=RoundWork(
+            results=results, rates=round_rates, snapshots=snapshots, seconds=time.monotonic() - t0,
+            train_time_s=train_time, eval_time_s=eval_time))
+
+
+def _output_solver(config: RunConfig, solver: MetaSolver) -> tuple[MetaSolver, str]:
+    """The solver of a league's output and its name: the config's, or :data:`DEFAULT_SOLVER`
+    where the config names none."""
+    if config.solver != attrs.fields(RunConfig).solver.default:
+        return solver, config.solver.name
+    try:
+        return build("solvers", ComponentConfig(name=DEFAULT_SOLVER), "solver"), DEFAULT_SOLVER
+    except ConfigError:
+        raise ConfigError(f"solver: the league solves its output with {DEFAULT_SOLVER} (install "
+                          f"popmarl-solvers) or the solver the config names; registered solvers: "
+                          f"{', '.join(Registries.current().get('solvers').names())}") from None

@@ -1,5 +1,5 @@
-"""The league's state: its players, frozen players, win-rate table and payoff table, and the
-scenario's start, checkpoint and restore.
+"""The league's state (its players, frozen players, win-rate table and payoff table: the
+record a checkpoint holds, written and read by its codec) and the scenario's start.
 
 :class:`LeagueBase` is the part of :class:`~popmarl.scenario.league.scenario.League` that
 the others build on: the policies it holds, its players' current weights and opposition,
@@ -9,6 +9,7 @@ and reads from the run directory.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import attrs
@@ -16,11 +17,10 @@ import numpy as np
 
 from popmarl.data.policies import Weights
 from popmarl.data.population import policy_id
-from popmarl.data.seeds import derive_seed
+from popmarl.data.seeds import stream_seed
 from popmarl.gametheory.payoffs import PayoffTable, evaluate_missing
-from popmarl.interfaces.policy import Policy
 from popmarl.interfaces.solver import MetaSolver, SolverResult, solve_checked
-from popmarl.scenario.base import IterationState, IterativeScenario, RunContext
+from popmarl.scenario.base import IterationState, IterativeScenario
 from popmarl.scenario.league.config import LeagueConfig
 from popmarl.scenario.league.roles import ROLES, Frozen, Opposition
 from popmarl.scenario.league.table import WinRates
@@ -63,21 +63,37 @@ class LeagueState(IterationState):
     def policies(self, population: str) -> list[str]:
         return [f.policy_id for f in self.frozen[population]]
 
+    def to_checkpoint(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        arrays = {**table_arrays(self.payoffs), **self.table.arrays(), **meta_arrays(self.meta)}
+        saved = {"policies": {p: self.policies(p) for p in self.frozen},
+                 "players": [attrs.asdict(p) for p in self.players],
+                 "frozen": {p: [attrs.asdict(f) for f in fs] for p, fs in self.frozen.items()},
+                 "table_players": list(self.table.players), "solver_metrics": self.solver_metrics}
+        return saved, arrays
 
-class LeagueBase(IterativeScenario):
-    """The league's players, policies, tables and checkpointed state."""
+    @classmethod
+    def from_checkpoint(cls, common: dict[str, Any], saved: Mapping[str, Any], arrays: Mapping[str, np.ndarray],
+                        scenario: Any) -> LeagueState:
+        table = WinRates.from_arrays(decay=scenario.config.decay, players=saved["table_players"], arrays=arrays)
+        payoffs, meta = read_table(arrays, scenario.ctx.env.agents)
+        return cls(**common, players=[Player(**p) for p in saved["players"]],
+                   frozen={p: [Frozen(**f) for f in fs] for p, fs in saved["frozen"].items()}, table=table,
+                   payoffs=payoffs, meta=meta, solver_metrics=saved["solver_metrics"])
 
+    def held_policies(self) -> list[str]:
+        return [f.policy_id for fs in self.frozen.values() for f in fs]
+
+
+class LeagueBase(IterativeScenario[LeagueState]):
+    """The league's players, policies, tables and the files derived from its state."""
+
+    State = LeagueState
     config: LeagueConfig
-    ctx: RunContext
-    #: Set by the checks: each player's env steps per round, and the solver of the output.
-    _steps_per_round: int
-    _solver_name: str
-
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.policies: dict[str, Policy] = {}
-        self._solver_named = False
-        self._solver: MetaSolver | None = None
+    #: Derived when the run starts: each player's env steps per round, and the solver of
+    #: the output and its name.
+    steps_per_round: int
+    output_solver: MetaSolver
+    output_solver_name: str
 
     def _opposing(self, population: str) -> str:
         """The population of the other seat (the same one with ``shared``)."""
@@ -94,10 +110,10 @@ class LeagueBase(IterativeScenario):
                 for k in range(self.config.role(role).count):
                     name = f"{role}_{k}"
                     players.append(Player(key=f"{population}.{name}", name=name, role=role, population=population,
-                                          seed=derive_seed(self.ctx.config.seed, 0, 10_000 + len(players))))
+                                          seed=stream_seed(self.ctx.config.seed, "league.player", len(players))))
         return players
 
-    def initialise(self) -> LeagueState:
+    def start(self) -> LeagueState:
         ctx = self.ctx
         players = self._new_players()
         frozen: dict[str, list[Frozen]] = {p: [] for p in ctx.mapping.populations}
@@ -105,52 +121,23 @@ class LeagueBase(IterativeScenario):
         for player in players:  # each main agent's initial policy is the league's first frozen players
             if player.role == "main_agent":
                 pid = policy_id(player.population, len(frozen[player.population]))
-                self._add(pid, ctx.agents[player.population].make_policy(seed=player.seed).get_weights())
+                self.publish(pid, ctx.agents[player.population].make_policy(seed=player.seed).get_weights())
                 frozen[player.population].append(Frozen(policy_id=pid, parent=player.key, role=player.role))
                 table.add(pid)
         state = LeagueState(iteration=0, players=players, frozen=frozen, table=table,
                             payoffs=PayoffTable.empty(ctx.env.agents), meta=(), solver_metrics={}, history=[])
         state.env_steps += self._evaluate_frozen(state)
-        state.wall_time_s = self.elapsed()
-        self._commit(state)
         return state
 
-    def _commit(self, state: LeagueState) -> None:
-        ctx = self.ctx
-        arrays = {**table_arrays(state.payoffs), **state.table.arrays(), **meta_arrays(state.meta)}
-        saved = {"iteration": state.iteration, "history_length": len(state.history),
-                 "policies": {p: state.policies(p) for p in ctx.mapping.populations},
-                 "players": [attrs.asdict(p) for p in state.players],
-                 "frozen": {p: [attrs.asdict(f) for f in fs] for p, fs in state.frozen.items()},
-                 "table_players": list(state.table.players), "solver_metrics": state.solver_metrics,
-                 "env_steps": state.env_steps, "wall_time_s": state.wall_time_s}
-
-        def after() -> None:
-            state.payoffs.save(ctx.run_dir.payoffs_file, self._axis_ids(state))
-            for population, weights in self._main_weights(state).items():
-                ctx.run_dir.save_policy(f"{population}/main", weights)
-
-        self.commit(saved, arrays, state.history, learners=state.learners, after=after)
-
-    def restore(self) -> LeagueState:
-        ctx = self.ctx
-        saved, arrays = ctx.run_dir.load_state()
-        players = [Player(**p) for p in saved["players"]]
-        frozen = {p: [Frozen(**f) for f in fs] for p, fs in saved["frozen"].items()}
-        for fs in frozen.values():
-            for f in fs:
-                self._add(f.policy_id, ctx.run_dir.load_policy(f.policy_id), announce=False)
-        table = WinRates.from_arrays(decay=self.config.decay, players=saved["table_players"], arrays=arrays)
-        payoffs, meta = read_table(arrays, ctx.env.agents)
-        state = LeagueState(**self.resumed(saved), players=players, frozen=frozen, table=table, payoffs=payoffs,
-                            meta=meta, solver_metrics=saved["solver_metrics"])
+    def restored(self, state: LeagueState) -> None:
         state.restoring = set(state.learners)
-        payoffs.save(ctx.run_dir.payoffs_file, self._axis_ids(state))
-        return state
 
-    def _add(self, pid: str, weights: Weights, *, announce: bool = True) -> None:
-        self.policies[pid] = self.ctx.agents[pid.rsplit("/", 1)[0]].frozen(weights)
-        self.publish(pid, weights, announce=announce)
+    def write_outputs(self, state: LeagueState) -> None:
+        """``payoffs.npz``, and each population's first main agent's weights now (``<population>/main``)."""
+        ctx = self.ctx
+        state.payoffs.save(ctx.run_dir.payoffs_file, self._axis_ids(state))
+        for population, weights in self._main_weights(state).items():
+            ctx.run_dir.save_policy(f"{population}/main", weights)
 
     def _current_weights(self, state: LeagueState, player: Player) -> Weights:
         """A player's weights now: its learner's, or its initial ones (new, or just reset)."""
@@ -169,14 +156,13 @@ class LeagueBase(IterativeScenario):
         ctx = self.ctx
         table, steps, _ = evaluate_missing(state.payoffs, self._axis_ids(state), backend=ctx.backend,
                                            agents=ctx.env.agents, episodes=ctx.config.evaluation.episodes_per_entry,
-                                           seed=derive_seed(ctx.config.seed, iteration, 1_000_003))
+                                           seed=stream_seed(ctx.config.seed, "league.eval", iteration))
         solved = self._solve(table)
         state.payoffs, state.meta, state.solver_metrics = table, solved.mixtures, dict(solved.metrics)
         return steps
 
     def _solve(self, table: PayoffTable) -> SolverResult:
-        assert self._solver is not None
-        return solve_checked(self._solver, table.values, name=self._solver_name, seats=self.ctx.env.agents)
+        return solve_checked(self.output_solver, table.values, name=self.output_solver_name, seats=self.ctx.env.agents)
 
     def _main_weights(self, state: LeagueState) -> dict[str, Weights]:
         """Each population's first main agent's weights now."""

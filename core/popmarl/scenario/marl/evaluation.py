@@ -9,19 +9,23 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from popmarl.data.seeds import derive_seed
-from popmarl.data.tasks import EvalTask, Opponents
+from popmarl.data.seeds import stream_seed
+from popmarl.data.meta_strategy import MetaStrategy
+from popmarl.data.tasks import EvalTask
+from popmarl.interfaces.env import mixed_profile
+from popmarl.interfaces.policy import Policy
 from popmarl.interfaces.scenario import RunContext
-from popmarl.scenario.meta_game import exact_env
+from popmarl.scenario.meta_game import exact_nash_conv
 
 
-def seat_mixture(agent: str, population: str, policies: Mapping[str, list[str]],
-                 mixtures: Mapping[str, list[float]]) -> Opponents:
-    """How ``agent``'s seat is played: its population's mixture, or its newest policy."""
-    if population in mixtures:
-        return Opponents(agent=agent, population=population, policy_ids=tuple(policies[population]),
-                         mixture=np.asarray(mixtures[population], dtype=float))
-    return Opponents(agent=agent, population=population, policy_ids=(policies[population][-1],), mixture=np.ones(1))
+def seat_mixtures(seats: Mapping[str, str], policies: Mapping[str, list[str]],
+                  mixtures: Mapping[str, list[float]]) -> MetaStrategy:
+    """How the ``seats`` (each seat's population) are played: each its population's
+    mixture, or its newest policy."""
+    return MetaStrategy.independent({
+        agent: (policies[population], mixtures[population]) if population in mixtures
+        else ((policies[population][-1],), np.ones(1))
+        for agent, population in seats.items()})
 
 
 def evaluate(ctx: RunContext, policies: dict[str, list[str]], mixtures: Mapping[str, list[float]], *,
@@ -33,10 +37,9 @@ def evaluate(ctx: RunContext, policies: dict[str, list[str]], mixtures: Mapping[
     population_of = ctx.mapping.population_of
     newest = {a: policies[p][-1] for a, p in population_of.items()}
     task = EvalTask(index=(0,), profile={a: pid for a, pid in newest.items() if population_of[a] not in mixtures},
-                    mixtures=tuple(seat_mixture(a, p, policies, mixtures)
-                                   for a, p in population_of.items() if p in mixtures),
+                    meta=seat_mixtures({a: p for a, p in population_of.items() if p in mixtures}, policies, mixtures),
                     episodes=ctx.config.evaluation.episodes_per_entry,
-                    seed=derive_seed(ctx.config.seed, iteration, 2))
+                    seed=stream_seed(ctx.config.seed, "marl.eval", iteration))
     result = ctx.backend.evaluate([task])[0]
     seats = {p: [ctx.env.agents.index(a) for a in ctx.mapping.agents_of(p)] for p in ctx.mapping.populations}
     returns = {p: float(np.mean(result.returns[k])) for p, k in seats.items()}
@@ -46,18 +49,12 @@ def evaluate(ctx: RunContext, policies: dict[str, list[str]], mixtures: Mapping[
     return returns, {p: float(np.mean(wins[k])) for p, k in seats.items() if len(k) < len(ctx.env.agents)}
 
 
-def nash_conv(ctx: RunContext, policies: Mapping[str, list[str]], mixtures: Mapping[str, list[float]]) -> float | None:
-    """NashConv of the current joint policy where the env computes it exactly (the
-    policies are read from the run directory only then)."""
-    env = exact_env(ctx.env)
-    if env is None:
-        return None
-    profile = {}
-    for agent, population in ctx.mapping.population_of.items():
-        seat = seat_mixture(agent, population, policies, mixtures)
-        profile[agent] = [(ctx.agents[population].frozen(ctx.run_dir.load_policy(pid)), w)
-                          for pid, w in seat.support()]
-    return float(env.nash_conv(profile))
+def nash_conv(ctx: RunContext, policies: Mapping[str, list[str]], mixtures: Mapping[str, list[float]],
+              held: Mapping[str, Policy]) -> float | None:
+    """NashConv of the current joint policy (each seat's policy or mixture, the scenario's
+    ``held`` copies) where the env computes it exactly."""
+    return exact_nash_conv(ctx.env, mixed_profile(seat_mixtures(ctx.mapping.population_of, policies, mixtures),
+                                                  held.__getitem__))
 
 
 def frozen_plays(ctx: RunContext, policies: Mapping[str, list[str]], mixtures: Mapping[str, list[float]],

@@ -11,10 +11,10 @@ checkpoints, resume and trackers are those of ``psro``. A config setting what on
 ``psro`` uses (``solver``, ``stopping.target_nash_conv``, the best-response ``training``
 keys) is rejected rather than silently ignored.
 
-Its parts: :mod:`~popmarl.scenario.marl.state` (the state, start, checkpoint and restore),
+Its parts: :mod:`~popmarl.scenario.marl.state` (the state and its codec, and the start),
 :mod:`~popmarl.scenario.marl.frozen_runs` (frozen populations taken from other runs) and
-:mod:`~popmarl.scenario.marl.evaluation` (evaluation and NashConv); here, the checks, the
-loop and the summary.
+:mod:`~popmarl.scenario.marl.evaluation` (evaluation and NashConv); here, the checks, an
+iteration and the summary.
 """
 
 from __future__ import annotations
@@ -28,12 +28,15 @@ from popmarl.config.schema import RunConfig
 from popmarl.data.learners import LearnerInit, LearnerSpec
 from popmarl.data.policies import PolicySpec
 from popmarl.data.population import AgentMapping, policy_id
-from popmarl.data.seeds import derive_seed
-from popmarl.data.tasks import Opponents, TrainBudget, TrainTask
+from popmarl.data.seeds import stream_seed
+from popmarl.data.meta_strategy import MetaStrategy
+from popmarl.data.tasks import TrainResult, TrainTask
 from popmarl.errors import ConfigError
 from popmarl.interfaces.agent import AgentInterface
-from popmarl.scenario.marl.evaluation import evaluate, frozen_plays, nash_conv, seat_mixture
+from popmarl.scenario.base import Work
+from popmarl.scenario.marl.evaluation import evaluate, frozen_plays, nash_conv, seat_mixtures
 from popmarl.scenario.marl.frozen_runs import frozen_runs, read_sources
+from popmarl.scenario.progress import one_team
 from popmarl.scenario.marl.state import MARLBase, MARLConfig, MARLState
 
 __all__ = ["MARL", "MARLConfig", "MARLState"]
@@ -41,6 +44,18 @@ __all__ = ["MARL", "MARLConfig", "MARLState"]
 #: ``training`` keys about one best response against frozen opponents: ``psro`` only.
 PSRO_ONLY_TRAINING = ("window", "target_return", "target_win_rate", "patience", "min_env_steps", "keep", "self_play",
                       "opponent_epsilon", "init", "pipeline")
+
+
+@attrs.frozen(kw_only=True)
+class MARLWork:
+    """What an iteration did, for its metrics line: the train result, the evaluation's
+    mean returns and win rates, and its timings."""
+
+    result: TrainResult
+    returns: Mapping[str, float]
+    win_rates: Mapping[str, float]
+    train_time_s: float
+    eval_time_s: float
 
 
 class MARL(MARLBase):
@@ -84,20 +99,15 @@ class MARL(MARLBase):
                                   "population not in scenario.params.frozen with a learning algorithm "
                                   "(e.g. dqn, ppo, a2c)")
         if not self.resuming:  # a resumed run has its copies: the other runs are not read again
-            self._sources = read_sources(self.config.frozen, agents)
+            read_sources(self.config.frozen, agents)  # that they exist and fit (read again at the start)
 
-    # -- the loop -------------------------------------------------------------------
-    def loop(self, state: MARLState) -> tuple[str, str]:
-        return self.loop_until_stopped(state, self._iterate)
-
-    def _iterate(self, state: MARLState) -> None:
+    # -- an iteration -----------------------------------------------------------------
+    def iterate(self, state: MARLState, iteration: int) -> Work:
         ctx = self.ctx
         training = ctx.config.training
-        iteration = state.iteration + 1
-        budget = TrainBudget(max_env_steps=training.round_env_steps, max_episodes=training.max_episodes,
-                             max_wall_time_s=training.max_wall_time_s,
-                             episodes_per_update=training.episodes_per_update)
-        task = TrainTask(learners=self._learner_specs(state, iteration), seed=derive_seed(ctx.config.seed, iteration, 1),
+        budget = training.budget(follows_learning=False, max_env_steps=training.round_env_steps)
+        task = TrainTask(learners=self._learner_specs(state, iteration),
+                         seed=stream_seed(ctx.config.seed, "marl.train", iteration),
                          budget=budget, opponents=self._frozen_opponents(state), return_state=True)
         t0 = self.elapsed()
         (result,) = ctx.backend.train([task])
@@ -108,30 +118,41 @@ class MARL(MARLBase):
         state.learners, state.restoring = dict(result.states), False
         t1 = self.elapsed()
         returns, win_rates = evaluate(ctx, state.policies, state.mixtures, iteration=iteration)
-        state.iteration = iteration
-        state.env_steps += result.env_steps
-        metrics: dict[str, Any] = {"iteration": iteration, "nash_conv": nash_conv(ctx, state.policies, state.mixtures),
-                                   "exploitability": None}
+        return Work(env_steps=result.env_steps, details=MARLWork(
+            result=result, returns=returns, win_rates=win_rates, train_time_s=train_time,
+            eval_time_s=self.elapsed() - t1))
+
+    def report(self, state: MARLState, work: Work) -> dict[str, Any]:
+        """The iteration's metrics line: each population's mean return in the evaluation
+        games (and win rate, where games are won), its initial return and policies, the
+        frozen mixtures' draws, NashConv where the env computes it, the learners' metrics."""
+        ctx = self.ctx
+        done: MARLWork = work.details
+        metrics: dict[str, Any] = {"nash_conv": nash_conv(ctx, state.policies, state.mixtures, self.policies), "exploitability": None}
         for population in ctx.mapping.populations:
-            metrics[f"mean_return/{population}"] = returns[population]
-            if population in win_rates:
-                metrics[f"win_rate/{population}"] = win_rates[population]
+            metrics[f"mean_return/{population}"] = done.returns[population]
+            if population in done.win_rates:
+                metrics[f"win_rate/{population}"] = done.win_rates[population]
             metrics[f"initial_return/{population}"] = state.initial_returns[population]
             # Its policies, as summary.json lists them: the initial one and each iteration's snapshot.
             metrics[f"population_size/{population}"] = len(state.policies[population])
             if population in state.mixtures:
                 metrics[f"meta_strategy/{population}"] = state.mixtures[population]
+        if one_team(ctx):  # a cooperative task: every seat's return, summed
+            metrics["team_return"] = float(sum(done.returns[p] * len(ctx.mapping.agents_of(p))
+                                               for p in ctx.mapping.populations))
+        result = done.result
         metrics.update(frozen_plays(ctx, state.policies, state.mixtures, result.outcomes))
-        seconds = self.elapsed() - t0
-        metrics.update({"env_steps": state.env_steps, "iteration_env_steps": result.env_steps,
-                        "episodes": result.episodes,
-                        "steps_per_s": result.env_steps / train_time if train_time > 0 else 0.0,
-                        "train_time_s": train_time, "eval_time_s": self.elapsed() - t1,
-                        "iteration_time_s": seconds, "wall_time_s": self.elapsed()})
+        metrics.update({"episodes": result.episodes,
+                        "steps_per_s": result.env_steps / done.train_time_s if done.train_time_s > 0 else 0.0,
+                        "train_time_s": done.train_time_s, "eval_time_s": done.eval_time_s})
         metrics.update({f"train/{k}": v for k, v in result.metrics.items()})
         for key, learned in result.learner_metrics.items():
             metrics.update({f"train/{key}/{k}": v for k, v in learned.items()})
-        self.end_iteration(state, metrics, self._commit)
+        return metrics
+
+    def newest_policies(self, state: MARLState) -> dict[str, str]:
+        return {p: ids[-1] for p, ids in state.policies.items() if p not in state.mixtures}
 
     def _learner_specs(self, state: MARLState, iteration: int) -> tuple[LearnerSpec, ...]:
         """Each learning population's learner, playing all its seats: started from its
@@ -155,21 +176,18 @@ class MARL(MARLBase):
             seats = tuple(seat for p in team for seat in ctx.mapping.agents_of(p))
             k = ctx.mapping.populations.index(population)
             specs.append(LearnerSpec(key=population, population=population, seats=seats,
-                                     seed=derive_seed(ctx.config.seed, 0, 1_000 + k), init=init, snapshot=snapshot,
+                                     seed=stream_seed(ctx.config.seed, "marl.learner", k), init=init, snapshot=snapshot,
                                      team_snapshots=tuple(others)))
         return tuple(specs)
 
-    def _frozen_opponents(self, state: MARLState) -> tuple[Opponents, ...]:
+    def _frozen_opponents(self, state: MARLState) -> MetaStrategy:
         """The seats of frozen populations: their one policy each, or their mixture (each
         seat drawing its policy once per episode)."""
         ctx = self.ctx
-        return tuple(seat_mixture(a, p, state.policies, state.mixtures)
-                     for a, p in ctx.mapping.population_of.items() if p in self.config.frozen)
+        return seat_mixtures({a: p for a, p in ctx.mapping.population_of.items() if p in self.config.frozen},
+                             state.policies, state.mixtures)
 
-    def summary(self, state: MARLState | None, status: str, reason: str) -> dict[str, Any]:  # type: ignore[override]
-        return self.summary_with(state, status, reason, self._summary_details)
-
-    def _summary_details(self, state: MARLState) -> dict[str, Any]:
+    def details(self, state: MARLState) -> dict[str, Any]:
         """What ``summary.json`` tells of a marl state besides its iterations and env steps."""
         ctx = self.ctx
         last = state.history[-1] if state.history else {}

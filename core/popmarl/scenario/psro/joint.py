@@ -7,8 +7,9 @@ from typing import Any
 
 import numpy as np
 
-from popmarl.data.tasks import JointOpponents
+from popmarl.data.meta_strategy import MetaStrategy
 from popmarl.gametheory.metagame import JOINT_SUPPORT_TOL, joint_support
+from popmarl.interfaces.env import correlated_profile
 from popmarl.interfaces.solver import JointMetaSolver
 from popmarl.scenario.meta_game import exact_env
 from popmarl.scenario.psro.state import PSROBase, PSROState
@@ -17,7 +18,7 @@ from popmarl.scenario.psro.state import PSROBase, PSROState
 class PSROJoint(PSROBase):
     """What PSRO does with a joint solver's (``cce``, ``ce``) distribution over profiles."""
 
-    def _joint_opponents(self, state: PSROState, seat: int) -> list[JointOpponents]:
+    def joint_opponents(self, state: PSROState, seat: int) -> list[MetaStrategy]:
         """The other seats' profiles drawn together from the joint meta-strategy:
         marginalised over ``seat`` (CCE), or one distribution per policy of ``seat`` it
         recommends, conditioned on that recommendation (CE)."""
@@ -26,7 +27,7 @@ class PSROJoint(PSROBase):
         return [opponents for _, opponents, _ in self._joint_slices(state, seat, conditional=conditional)]
 
     def _joint_slices(self, state: PSROState, seat: int, *,
-                      conditional: bool) -> list[tuple[float, JointOpponents, float]]:
+                      conditional: bool) -> list[tuple[float, MetaStrategy, float]]:
         """(weight, the other seats' distribution, ``seat``'s on-policy value under it):
         the joint marginalised over ``seat`` (weight 1), or conditioned on each policy of
         ``seat`` it recommends (weight: that policy's marginal probability)."""
@@ -47,7 +48,7 @@ class PSROJoint(PSROBase):
             probabilities = dist[tuple(index.T)] / dist[tuple(index.T)].sum()
             profiles = tuple(tuple(axis_ids[j][i] for j, i in enumerate(row)) for row in index)
             on_policy = float(probabilities @ value[tuple(index.T)])
-            result.append((weight, JointOpponents(agents=others, profiles=profiles, probabilities=probabilities),
+            result.append((weight, MetaStrategy.correlated(others, profiles, probabilities),
                            on_policy))
         return result
 
@@ -69,8 +70,8 @@ class PSROJoint(PSROBase):
             total = 0.0
             for seat, agent in enumerate(env.agents):
                 for weight, opponents, on_policy in self._joint_slices(state, seat, conditional=conditional):
-                    profiles = [({a: self.policies[pid] for a, pid in zip(opponents.agents, profile, strict=True)}, p)
-                                for profile, p in opponents.support()]
+                    profiles = correlated_profile(opponents, self.policies.__getitem__)
+                    assert profiles is not None
                     value = env.correlated_best_response_value(agent, profiles)
                     if value is None:
                         return {}

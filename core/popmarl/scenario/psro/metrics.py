@@ -4,23 +4,38 @@ and ``summary.json``."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+import attrs
 import numpy as np
 
 from popmarl.config.schema import ComponentConfig, population_algorithms
-from popmarl.data.seeds import derive_seed
-from popmarl.data.tasks import EvalTask, JointOpponents, Opponents, TrainResult
+from popmarl.data.seeds import stream_seed
+from popmarl.data.tasks import EvalTask, TrainResult
 from popmarl.gametheory.metagame import entropy, expected_payoffs, joint_values, new_strategy_gains
 from popmarl.gametheory.payoffs import PayoffTable
 from popmarl.gametheory.ratings import elo, head_to_head
 from popmarl.interfaces.env import MixedProfile
 from popmarl.plugins.registry import Registries
 from popmarl.scenario import meta_game
+from popmarl.scenario.base import Work
 from popmarl.scenario.psro.joint import PSROJoint
 from popmarl.scenario.psro.state import PSROState
-from popmarl.tools.exploit import DEFAULT_ENV_STEPS, MetaStrategy, exploit, response_algorithms
+from popmarl.tools.exploit import DEFAULT_ENV_STEPS, ExploitTarget, exploit, response_algorithms
+
+
+@attrs.frozen(kw_only=True)
+class IterationWork:
+    """What an iteration did, for its metrics line: the train results, the oracle's
+    gains, the answers computed and payoff entries evaluated exactly, and its timings."""
+
+    results: Sequence[TrainResult]
+    gains: Mapping[str, float | None]
+    answered: int
+    exact_entries: int
+    times: Mapping[str, float]
+    seconds: float
 
 
 class PSROMetrics(PSROJoint):
@@ -32,7 +47,7 @@ class PSROMetrics(PSROJoint):
         (``oracle_gain``: PSRO's own estimate of that meta-strategy's NashConv), and as a
         share of the payoff table's range (``oracle_gain_share``: what ``stopping.patience``
         reads); None under a joint meta-strategy."""
-        if state.joint is not None:
+        if not self.strategy.per_seat_gains:
             return {"oracle_gain": None, "oracle_gain_share": None}
         gain = float(new_strategy_gains(table.values, state.meta).sum())
         spread = float(np.ptp(table.values))
@@ -57,24 +72,17 @@ class PSROMetrics(PSROJoint):
             return {}
         found = Registries.current()
         specs = population_algorithms(ctx.config, ctx.mapping.populations)
-        axis_ids = self._axis_ids(state.policies)
-        supports = [[(pid, w) for pid, w in zip(axis_ids[k], state.meta[k]) if w > 0] for k in range(len(axis_ids))]
-        mixtures = tuple(Opponents(agent=a, population=ctx.mapping.population_of[a],
-                                   policy_ids=tuple(pid for pid, _ in supports[k]),
-                                   mixture=np.array([w for _, w in supports[k]]))
-                         for k, a in enumerate(ctx.env.agents))
-        joint = None
+        meta = meta_game.seat_meta_strategy(ctx.env.agents, self._axis_ids(state.policies), state.meta)
         if state.joint is not None:
             support = self.joint_meta_strategy(state)
-            joint = JointOpponents(agents=tuple(support["agents"]), profiles=tuple(map(tuple, support["profiles"])),
-                                   probabilities=np.asarray(support["probabilities"]))
-        used = sorted({pid for m in mixtures for pid in m.policy_ids})
-        meta = MetaStrategy(mixtures=mixtures, joint=joint, spaces=ctx.spaces, algorithms=specs,
-                            weights={pid: self.policies[pid].get_weights() for pid in used})
+            meta = attrs.evolve(meta, joint_agents=tuple(support["agents"]), profiles=support["profiles"],
+                                probabilities=support["probabilities"])
+        target = ExploitTarget(meta=meta, spaces=ctx.spaces, algorithms=specs,
+                               weights={pid: self.policies[pid].get_weights() for pid in meta.named()})
         algorithms = response_algorithms(ctx.env.agents, ctx.mapping.population_of, specs, None, found)
-        report = exploit(ctx.config, ctx.env, meta, algorithms=algorithms,
+        report = exploit(ctx.config, ctx.env, target, algorithms=algorithms,
                          env_steps=evaluation.approx_nash_conv_env_steps or DEFAULT_ENV_STEPS,
-                         seed=derive_seed(ctx.config.seed, state.iteration, 7_919_000),
+                         seed=stream_seed(ctx.config.seed, "psro.approx_nash_conv", state.iteration),
                          backend=ComponentConfig(name="local"), registries=found)
         return report.metrics()
 
@@ -93,7 +101,7 @@ class PSROMetrics(PSROJoint):
         axis_ids = self._axis_ids(state.policies)
         shape = tuple(len(ids) for ids in axis_ids)
         tasks = [EvalTask(index=index, profile={a: axis_ids[k][i] for k, (a, i) in enumerate(zip(agents, index))},
-                          episodes=evaluation.episodes_per_entry, seed=derive_seed(ctx.config.seed, 5_003_011, *index))
+                          episodes=evaluation.episodes_per_entry, seed=stream_seed(ctx.config.seed, "psro.ratings", *index))
                  for index in np.ndindex(*shape) if index not in self._outcomes]
         for result in ctx.backend.evaluate(tasks):
             self._outcomes[result.index] = result.outcome_rates()[:, 0] * evaluation.episodes_per_entry
@@ -109,55 +117,42 @@ class PSROMetrics(PSROJoint):
         """A population's meta-strategy: the mean of its seats' mixtures."""
         return meta_game.population_meta(state.meta, self.ctx.mapping, self.ctx.env.agents, population)
 
-    def _metrics(self, state: PSROState, results: Sequence[TrainResult], steps: int, seconds: float, *,
-                 exact: tuple[int, int] = (0, 0), **times: float) -> dict[str, Any]:
-        """The iteration's metrics line; ``exact``: the best responses computed and payoff
-        entries evaluated exactly (the work of an iteration that took no env steps)."""
+    def report(self, state: PSROState, work: Work) -> dict[str, Any]:
+        """The iteration's metrics line: NashConv in the real game where the env computes
+        it, the meta-strategies, the oracle's gains, the work done (``exact_best_responses``
+        and ``exact_entries``: answers computed and payoff entries evaluated exactly, the
+        work of an iteration that took no env steps), the solver's and learners' metrics,
+        approximate NashConv and ratings where configured."""
+        done: IterationWork = work.details
         nash = self.nash_conv(state)
-        metrics: dict[str, Any] = {
-            "iteration": state.iteration,
-            "nash_conv": nash,
-            "exploitability": self._exploitability(nash),
-        }
+        metrics: dict[str, Any] = {"nash_conv": nash, "exploitability": self._exploitability(nash)}
         for population in self.ctx.mapping.populations:
             metrics[f"population_size/{population}"] = len(state.policies[population])
             meta = self.population_meta(state, population)
             metrics[f"meta_entropy/{population}"] = entropy(meta)
             metrics[f"meta_strategy/{population}"] = meta.tolist()
-        metrics.update({"env_steps": state.env_steps, "iteration_env_steps": steps,
-                        "train_env_steps": sum(r.env_steps for r in results),
-                        "exact_best_responses": exact[0], "exact_entries": exact[1],
-                        "steps_per_s": steps / seconds if seconds > 0 else 0.0,
-                        **{f"{k}_s": v for k, v in times.items()},
-                        "wall_time_s": self.elapsed()})
+        metrics.update({"train_env_steps": sum(r.env_steps for r in done.results),
+                        "exact_best_responses": done.answered, "exact_entries": done.exact_entries,
+                        "steps_per_s": work.env_steps / done.seconds if done.seconds > 0 else 0.0,
+                        **{f"{k}_s": v for k, v in done.times.items()}})
         metrics.update(self.correlated_gaps(state))
         metrics.update({f"solver/{k}": v for k, v in state.solver_metrics.items()})
-        for result in results:
+        for result in done.results:
             for key, learned in result.learner_metrics.items():
-                name = self._metrics_name(state, key)
+                name = self.strategy.metrics_name(state, key)
                 metrics.update({f"train/{name}/{k}": v for k, v in {**result.metrics, **learned}.items()})
                 if result.stop_reason:  # trained (not answered exactly): its budget's outcome
                     metrics.update({f"train/{name}/env_steps": result.env_steps,
                                     f"train/{name}/stop_reason": result.stop_reason})
+        metrics.update(done.gains)
+        metrics.update(self.approx_nash_conv(state))
+        metrics.update(self.ratings(state))
         return metrics
-
-    def _metrics_name(self, state: PSROState, key: str) -> str:
-        """A learner's name in the metrics: its key; a pipeline's active learners by level
-        (the lowest, just frozen, under its population's name, as PSRO's one learner)."""
-        if self._pipeline == 1:
-            return key
-        population, name = key.rsplit(".", 1)
-        level = int(name.removeprefix("br")) - (len(state.policies[population]) - 1)
-        return population if level == 0 else f"{population}/level{level}"
 
     def _exploitability(self, nash: float | None) -> float | None:
         return meta_game.exploitability(self.ctx.env, nash)
 
-    def summary(self, state: PSROState | None, status: str, reason: str) -> dict[str, Any]:  # type: ignore[override]
-        """The content of ``summary.json``."""
-        return self.summary_with(state, status, reason, self._summary_details)
-
-    def _summary_details(self, state: PSROState) -> dict[str, Any]:
+    def details(self, state: PSROState) -> dict[str, Any]:
         """What ``summary.json`` tells of a psro state besides its iterations and env steps."""
         ctx = self.ctx
         nash = state.history[-1]["nash_conv"] if state.history else self.nash_conv(state)

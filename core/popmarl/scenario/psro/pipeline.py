@@ -14,12 +14,11 @@ named after the policy it becomes (``<population>.br<index>``). ``pipeline: 1`` 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
 from popmarl.gametheory.payoffs import PayoffTable
-from popmarl.data.tasks import Opponents
 
 
 def active_keys(population: str, frozen: int, levels: int) -> list[str]:
@@ -38,11 +37,3 @@ def active_policy_id(key: str) -> str:
 def restricted(table: PayoffTable, sizes: Sequence[int]) -> np.ndarray:
     """The payoff tensor of the game restricted to the first ``sizes[k]`` policies of each seat."""
     return table.values[(slice(None), *(slice(0, n) for n in sizes))]
-
-
-def level_opponents(agents: Sequence[str], population_of: Mapping[str, str], axis_ids: Sequence[Sequence[str]],
-                    mixtures: Sequence[np.ndarray]) -> tuple[Opponents, ...]:
-    """Every seat's meta-strategy over its (restricted) pool of policy ids."""
-    return tuple(Opponents(agent=a, population=population_of[a], policy_ids=tuple(axis_ids[k]),
-                           mixture=np.asarray(mixtures[k], dtype=float))
-                 for k, a in enumerate(agents))

@@ -13,10 +13,11 @@ once per recommended policy of its seat, conditioned on that recommendation (CE)
 the metrics carry the distribution's CCE and CE gaps in the real game where the env can
 compute best responses to it.
 
-Its parts: :mod:`~popmarl.scenario.psro.state` (the state, checkpoint and restore),
-:mod:`~popmarl.scenario.psro.tasks` (each iteration's best-response tasks),
+Its parts: :mod:`~popmarl.scenario.psro.state` (the state and its codec),
+:mod:`~popmarl.scenario.psro.strategies` (how the populations answer: PSRO, JPSRO or
+Pipeline PSRO), :mod:`~popmarl.scenario.psro.tasks` (each iteration's best-response tasks),
 :mod:`~popmarl.scenario.psro.joint` (a joint meta-strategy) and
-:mod:`~popmarl.scenario.psro.metrics` (metrics and summary); here, the checks and the loop.
+:mod:`~popmarl.scenario.psro.metrics` (metrics and summary); here, the checks and an iteration.
 """
 
 from __future__ import annotations
@@ -33,9 +34,10 @@ from popmarl.engine.kept_weights import keep_best_problem
 from popmarl.errors import ConfigError
 from popmarl.interfaces.agent import AgentInterface
 from popmarl.interfaces.solver import JointMetaSolver, MetaSolver
-from popmarl.scenario.psro.metrics import PSROMetrics
-from popmarl.scenario.psro.pipeline import active_keys
+from popmarl.scenario.base import Work
+from popmarl.scenario.psro.metrics import IterationWork, PSROMetrics
 from popmarl.scenario.psro.state import PSROState
+from popmarl.scenario.psro.strategies import JointResponses, PerSeatResponses, PipelineResponses
 from popmarl.scenario.psro.tasks import PSROTasks
 
 __all__ = ["PSRO", "PSROState"]
@@ -54,7 +56,6 @@ class PSRO(PSROTasks, PSROMetrics):
             raise ConfigError(f"evaluation.ratings: Elo ratings are for two-player games; this env has "
                               f"{len(mapping.population_of)} seats (set evaluation.ratings: false)")
         training = config.training
-        self._pipeline = training.pipeline
         if training.pipeline > 1 and training.init == "previous":
             raise ConfigError("training.init: previous carries one learner on per population; with training.pipeline "
                               "every active learner carries on already: use newest_weights or fresh")
@@ -64,8 +65,8 @@ class PSRO(PSROTasks, PSROMetrics):
                 raise ConfigError(f"training.window: {problem}")
 
     def check_solver(self, solver: MetaSolver, *, mapping: AgentMapping,
-                     agents: Mapping[str, AgentInterface]) -> None:
-        if self._pipeline > 1:
+                     agents: Mapping[str, AgentInterface], config: RunConfig) -> None:
+        if config.training.pipeline > 1:
             exact = sorted(a.algorithm_name for a in agents.values() if a.answers)
             if exact:
                 raise ConfigError(f"training.pipeline: {exact[0]} answers exactly, at once; a pipeline of best "
@@ -84,33 +85,38 @@ class PSRO(PSROTasks, PSROMetrics):
                 raise ConfigError(f"algorithm: {agent.algorithm_name} answers exactly against one mixture per seat only, "
                                   "not the correlated opponents of the ce and cce solvers")
 
+    def prepare(self) -> None:
+        """The run's response strategy: JPSRO's for a joint meta-solver, Pipeline PSRO's
+        for ``training.pipeline`` above 1, else PSRO's."""
+        levels = self.ctx.config.training.pipeline
+        if isinstance(self.ctx.solver, JointMetaSolver):
+            self.strategy = JointResponses()
+        elif levels > 1:
+            self.strategy = PipelineResponses(levels)
+        else:
+            self.strategy = PerSeatResponses()
+
+    def newest_policies(self, state: PSROState) -> dict[str, str]:
+        return {p: ids[-1] for p, ids in state.policies.items()}
+
     def finish(self, state: PSROState) -> None:
         self.ctx.env.export_policy(self._mixed_profile(state), self.ctx.run_dir.path)
 
-    # -- the loop -------------------------------------------------------------------
-    def loop(self, state: PSROState) -> tuple[str, str]:
-        return self.loop_until_stopped(state, self._iterate)
-
-    def _iterate(self, state: PSROState) -> None:
-        iteration = state.iteration + 1
+    # -- an iteration ----------------------------------------------------------------
+    def iterate(self, state: PSROState, iteration: int) -> Work:
         t0 = time.monotonic()
-        results, answered = self._respond(self._train_tasks(state, iteration))
+        results, answered = self._respond(self.strategy.tasks(self, state, iteration))
         train_time = time.monotonic() - t0
         for result in results:
             for frozen in result.policies:
                 population = frozen.spec.population
-                # A joint meta-strategy's several answers per population (CE) often
-                # coincide: only novel ones join (OpenSpiel jpsro's "all_novel").
-                if state.joint is not None and self._known(frozen.weights, state.policies[population]):
+                if self.strategy.novel_only and self._known(frozen.weights, state.policies[population]):
                     continue
                 pid = policy_id(population, len(state.policies[population]))
-                self._add(pid, frozen.weights)
+                self.publish(pid, frozen.weights)
                 state.policies[population].append(pid)
             state.learners.update(result.states)
-        if self._pipeline > 1:  # the lowest learners are frozen now: no longer active
-            for population, ids in state.policies.items():
-                state.learners = {k: v for k, v in state.learners.items()
-                                  if k not in active_keys(population, len(ids) - 1, 1)}
+        self.strategy.after(state)
         self._restoring = set()
         t1 = time.monotonic()
         table, eval_steps, exact_entries = self._expand(state.table, state.policies, iteration=iteration)
@@ -118,20 +124,14 @@ class PSRO(PSROTasks, PSROMetrics):
         t2 = time.monotonic()
         solved = self._solve(table)
         solve_time = time.monotonic() - t2
-        train_steps = sum(r.env_steps for r in results)
-        eval_steps += self._pipeline_eval_steps
         gains = self._oracle_gains(table, state)
-        state.iteration, state.table, state.meta, state.joint = iteration, table, solved.mixtures, solved.joint
+        state.table, state.meta, state.joint = table, solved.mixtures, solved.joint
         state.solver_metrics = dict(solved.metrics)
-        state.env_steps += train_steps + eval_steps
-        iteration_time = time.monotonic() - t0
-        metrics = self._metrics(state, results, train_steps + eval_steps, iteration_time,
-                                exact=(answered, exact_entries), train_time=train_time, eval_time=eval_time,
-                                solve_time=solve_time)
-        metrics.update(gains)
-        metrics.update(self.approx_nash_conv(state))
-        metrics.update(self.ratings(state))
-        self.end_iteration(state, metrics, self._commit)
+        steps = sum(r.env_steps for r in results) + eval_steps + self.strategy.extra_eval_steps()
+        return Work(env_steps=steps, details=IterationWork(
+            results=results, gains=gains, answered=answered, exact_entries=exact_entries,
+            times={"train_time": train_time, "eval_time": eval_time, "solve_time": solve_time},
+            seconds=time.monotonic() - t0))
 
     def _known(self, weights: Weights, pids: Sequence[str]) -> bool:
         """Whether one of ``pids`` has exactly these weights."""

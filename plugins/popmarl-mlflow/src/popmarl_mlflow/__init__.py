@@ -4,6 +4,6 @@ matplotlib; they load when a tracker starts or a plot is drawn."""
 
 from __future__ import annotations
 
-POPMARL_API = "1.0"  # the popmarl.api version this plugin is built against (popmarl plugins --check)
+POPMARL_API = "2.0"  # the popmarl.api version this plugin is built against (popmarl plugins --check)
 
 __version__ = "0.1.0"

@@ -13,7 +13,7 @@ from typing import Any
 
 import attrs
 
-from popmarl.api import UserError
+from popmarl.api import UserError, read_json_lines
 from popmarl_mlflow.connection import DEFAULT_EXPERIMENT, HttpLimits, OpenedRun, limited, open_run, refused_store, resolve_tracking_uri
 from popmarl_mlflow.writer import RunWriter
 
@@ -23,19 +23,7 @@ TRACKER_NAME = "mlflow"
 def read_metrics(run_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """The lines of ``metrics.jsonl`` (one per completed iteration); a torn last line is
     left out."""
-    try:
-        text = (Path(run_dir) / "metrics.jsonl").read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return []
-    lines = []
-    for raw in text.splitlines():
-        try:
-            line = json.loads(raw)
-        except ValueError:
-            continue
-        if isinstance(line, dict):
-            lines.append(line)
-    return lines
+    return read_json_lines(Path(run_dir) / "metrics.jsonl")
 
 
 def read_config(run_dir: str | os.PathLike[str]) -> dict[str, Any]:

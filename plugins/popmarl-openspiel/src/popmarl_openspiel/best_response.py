@@ -34,6 +34,7 @@ class ExactBestResponse(Algorithm):
     """Exact best responses in OpenSpiel games (see the module docstring)."""
 
     Config = ExactBRConfig
+    answers = True
     answers_correlated = True
 
     def check(self, *, env: Env, space: PolicySpace) -> None:

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
-from popmarl.api import Action, Discrete, Match, UserError
+from popmarl.api import Action, Discrete, Match, UserError, seed32
 
 from popmarl_pettingzoo.boards import board_for
 from popmarl_pettingzoo.spaces import MASK_KEY, ActionCodec, ObservationCodec
@@ -36,11 +36,12 @@ class PettingZooMatch(Match):
         self._returns = dict.fromkeys(agents, 0.0)
         self.game = make()
         self._waiting: tuple[str, ...] = ()
+        game_seed = seed32(seed)  # 31 bits, as a vector's copies get: some games keep their seed in a C int
         if api == "aec":
-            self.game.reset(seed=seed)
+            self.game.reset(seed=game_seed)
             self._advance()
         else:
-            self._obs, self._infos = self.game.reset(seed=seed)
+            self._obs, self._infos = self.game.reset(seed=game_seed)
             self._waiting = tuple(self.game.agents)
 
     # -- the Match protocol -------------------------------------------------------------

@@ -7,8 +7,9 @@ engine makes one policy call per population per step. Episode returns are summed
 copy in ``possible_agents`` order; finished copies reset at once, and their first
 decisions are in the same Step. A copy cut off (the env's truncation or ``max_steps``)
 reports each agent still in play with its observation at the cut (``Step.final``), which
-learners bootstrap from. Copy ``i`` is seeded with ``seed + i`` on its first reset; later
-episodes continue its random stream.
+learners bootstrap from. Copy ``i`` is seeded with ``seed32(seed + i)`` on its first reset
+(31 bits: some PettingZoo games keep their seed in a C ``int``); later episodes continue
+its random stream.
 
 AEC games: rewards follow PettingZoo's ``last()`` contract (an agent's cumulative reward
 since it last acted, collected whenever it is selected, dead or alive), so returns equal
@@ -27,7 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
-from popmarl.api import Observations, Step, VectorEnv
+from popmarl.api import Observations, Step, VectorEnv, seed32
 
 from popmarl_pettingzoo.spaces import ActionCodec, ObservationCodec
 
@@ -72,7 +73,7 @@ class _Vector(VectorEnv):
         if self._seeded[i]:
             return None
         self._seeded[i] = True
-        return self._seed + i
+        return seed32(self._seed + i)
 
     def stop_restarts(self) -> bool:
         self._restarts = False

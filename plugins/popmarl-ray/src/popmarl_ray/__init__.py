@@ -7,6 +7,6 @@ from popmarl_ray.backend import RayBackend
 from popmarl_ray.config import RayConfig
 from popmarl_ray.faults import RayBackendError, RayConnectionError
 
-POPMARL_API = "1.0"  # the popmarl.api version this plugin is built against (popmarl plugins --check)
+POPMARL_API = "2.0"  # the popmarl.api version this plugin is built against (popmarl plugins --check)
 
 __all__ = ["RayBackend", "RayBackendError", "RayConfig", "RayConnectionError"]

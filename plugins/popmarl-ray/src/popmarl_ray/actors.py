@@ -19,9 +19,9 @@ import attrs
 import numpy as np
 import ray
 
-from popmarl.api import (Algorithm, BestResponseResult, BestResponseTask, Components, EvalResult, EvalTask,
-                         LearnerSpec, Policy, Registries, RunSetup, TrainResult, TrainTask, Weights, derive_seed)
-from popmarl.api.engine import Executor, Group, OpponentDraw, Seating, round_seed, run_task
+from popmarl.api import (BestResponseResult, BestResponseTask, Components, EvalResult, EvalTask,
+                         LearnerSpec, Policy, Registries, RunSetup, TrainResult, TrainTask, Weights, stream_seed)
+from popmarl.api.engine import Executor, Group, OpponentDraw, Seating, run_task
 from popmarl_ray.feed import RayFeed, stream_of
 
 #: Components registered in the driver without an entry point (``with_component``),
@@ -35,10 +35,11 @@ RESERVE_WAIT_S = 1.0
 
 def lockstep_seed(seed: int, version: int, chunk: int) -> int:
     """The seed of the ``chunk``-th reservation of weights ``version`` of a train task
-    seeded ``seed``: the first is the local backend's seed of the round played with that
-    version (:class:`popmarl.engine.learner_loop.LocalFeed`), so a run with one worker plays the
+    seeded ``seed``: part ``chunk`` of that version's round (stream ``learner.round``), so
+    the first is the local backend's seed of the round played with that version
+    (:class:`popmarl.engine.learner_loop.LocalFeed`) and a run with one worker plays the
     same games as a local one."""
-    return round_seed(seed, version) if chunk == 0 else derive_seed(seed, version, chunk)
+    return stream_seed(seed, "learner.round", version, chunk)
 
 
 @attrs.frozen(kw_only=True)
@@ -65,11 +66,6 @@ def build_executor(setup: RunSetup, local: LocalComponents, num_cpus: float) -> 
     if torch is not None:  # one intra-op thread per reserved CPU, not one per core of the node
         torch.set_num_threads(max(1, int(round(num_cpus))))
     return Executor(setup, Components(env=env, algorithms=algorithms))  # type: ignore[arg-type]
-
-
-def exact(algorithm: Algorithm) -> bool:
-    """Whether ``algorithm`` answers with an exact best response (it may still decline)."""
-    return type(algorithm).best_response is not Algorithm.best_response
 
 
 def writable(weights: Weights) -> dict[str, np.ndarray]:
@@ -147,7 +143,7 @@ class RolloutWorkerActor(_Actor):
                                     seat_policies={seat: members[population_of[seat]] for seat in spec.seats
                                                    if seat not in agents[spec.population].space.agents}))
         played = self.executor.train_rollout.explore(
-            learners=seatings, opponents=OpponentDraw.of(task.opponents, task.joint, self.executor.policy),
+            learners=seatings, opponents=OpponentDraw.of(task.opponents, self.executor.policy),
             max_episodes=episodes, max_steps=None, seed=seed, self_play=task.budget.self_play,
             opponent_epsilon=task.budget.opponent_epsilon,
         )
@@ -181,7 +177,7 @@ class LearnerActor(_Actor):
     """The learners of the keys routed to it (held by key between tasks, in the core
     :class:`~popmarl.engine.learners.Learners` of its executor). Every train task runs the core
     learner loop (:func:`~popmarl.api.engine.run_task`) fed by the rollout workers
-    (:class:`~popmarl_ray.feed.RayFeed`); an exact oracle answers without a feed."""
+    (:class:`~popmarl_ray.feed.RayFeed`); a learner that does not learn needs no feed."""
 
     def __init__(self, setup: RunSetup, local: LocalComponents, num_cpus: float, params: Any, data: Any,
                  max_staleness: int) -> None:

@@ -8,8 +8,8 @@ learners placed on them by key (:mod:`popmarl_ray.placement`); every task's lear
 fed asynchronously by the workers (:mod:`popmarl_ray.feed`), and a replaced learner
 actor's learners are rebuilt from their last state.
 Exact best responses (``best_respond``) are spread over the rollout workers, one task
-per call; a train task whose learner's algorithm answers exactly runs in its learner
-actor, which answers without starting a learner (the driver waits on no episode stream).
+per call; a train task whose learner's algorithm does not learn runs in its learner actor,
+which plays no games (the driver waits on no episode stream).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from ray.exceptions import GetTimeoutError, RayError
 from popmarl.api import (Backend, BestResponseResult, BestResponseTask, Components, EvalResult, EvalTask, RunSetup,
                          TrainResult, TrainTask, Weights)
 from popmarl_ray import cluster, spreading
-from popmarl_ray.actors import LearnerActor, LocalComponents, RolloutWorkerActor, exact
+from popmarl_ray.actors import LearnerActor, LocalComponents, RolloutWorkerActor
 from popmarl_ray.config import RayConfig
 from popmarl_ray.faults import (
     ActorGroup,
@@ -89,7 +89,7 @@ class RayBackend(Backend):
     # (``plugin_errors``): a plugin's bug is not retried, it ends the run with its traceback.
     @plugin_errors()
     def start(self, setup: RunSetup, components: Components) -> None:
-        self._answering = frozenset(p for p, algorithm in components.algorithms.items() if exact(algorithm))
+        self._answering = frozenset(p for p, algorithm in components.algorithms.items() if not algorithm.learns)
         self._on_policy = frozenset(p for p, algorithm in components.algorithms.items() if algorithm.on_policy)
         self._started_ray = cluster.connect(self.config)
         try:

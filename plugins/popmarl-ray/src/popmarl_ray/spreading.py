@@ -20,7 +20,7 @@ import attrs
 import numpy as np
 import ray
 
-from popmarl.api import BestResponseResult, BestResponseTask, EvalResult, EvalTask, derive_seed
+from popmarl.api import BestResponseResult, BestResponseTask, EvalResult, EvalTask, stream_seed
 from popmarl_ray.faults import ActorGroup, Retries, actor_died, late, log, outcome
 
 
@@ -35,7 +35,7 @@ def split(tasks: Sequence[EvalTask], parts: int) -> list[list[EvalTask]]:
     for seed, group in by_seed.items():
         share = max(1, min(round(parts * len(group) / len(tasks)), len(group)))
         bounds = np.linspace(0, len(group), share + 1).round().astype(int)
-        batches += [[attrs.evolve(t, seed=derive_seed(seed, k)) for t in group[lo:hi]]
+        batches += [[attrs.evolve(t, seed=stream_seed(seed, "ray.eval_batch", k)) for t in group[lo:hi]]
                     for k, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:]))]
     return batches
 

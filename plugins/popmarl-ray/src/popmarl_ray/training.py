@@ -5,12 +5,12 @@ Training starts every task at once, each on the learner actor that holds its lea
 learners train by rollouts opens one stream per learner on the episode server; from then
 on the workers play batches of its games, every learner of the task in each (two calls
 in flight per worker, spread over the tasks still training), until it returns its
-result. Exact oracles and learners that do not train answer inside their learner actor.
+result. Learners that do not train return inside their learner actor, fed nothing.
 A dead worker or learner actor is replaced and its work retried (a learner carried over
 from earlier tasks is rebuilt from its last state).
 
 Deadlines (``timeout_s``): a worker busy for ``timeout_s`` without finishing a call, or
-a learner that publishes no new weights for ``timeout_s`` (an exact oracle: whose call
+a learner that publishes no new weights for ``timeout_s`` (one that does not learn: whose call
 takes longer), is taken for hung: killed, replaced, and its work retried, counted like
 a death. A dead parameter or episode server is replaced; the training attempts in
 flight then restart on fresh learners (their episodes and weights died with it).
@@ -24,7 +24,7 @@ from collections.abc import Iterable, Sequence
 import attrs
 import ray
 
-from popmarl.api import TrainResult, TrainTask, derive_seed
+from popmarl.api import TrainResult, TrainTask, stream_seed
 from popmarl_ray.actors import ExploreReport, writable
 from popmarl_ray.attempts import Attempt, Call
 from popmarl_ray.faults import (SERVER_PROBE_S, ActorGroup, Retries, Servers, actor_died, is_ray_failure, late, log,
@@ -50,7 +50,7 @@ class Training:
         self.placement = placement
         self.serials = iter(serials)
         self.timeout_s = timeout_s
-        self.answering = answering  # populations whose algorithm answers exactly: they open no episode stream
+        self.answering = answering  # populations whose algorithm does not learn: they open no episode stream
         self.on_policy = on_policy  # populations whose learners take only games of their current weights
         self.learner_retries = Retries("learner", max_retries)
         self.worker_retries = Retries("rollout worker", max_retries)
@@ -254,7 +254,7 @@ class Training:
                     return
                 a = min(fits, key=lambda c: c.in_flight)
                 a.batches += 1
-                seed = derive_seed(a.task.seed, a.number, a.batches)
+                seed = stream_seed(a.task.seed, "ray.explore", a.number, a.batches)
                 ref = self.workers.handle(slot).explore.remote(a.key, a.task_ref, self._batch_size(a), seed)
                 self._call(ref, "explore", a, slot, self.workers.generations[slot])
                 if not self.load[slot]:

@@ -16,7 +16,7 @@ from popmarl_solvers.regret_matching import RegretMatching, RMConfig
 from popmarl_solvers.replicator import PRDConfig, ProjectedReplicatorDynamics
 from popmarl_solvers.uniform_biased import UniformBiased, UniformBiasedConfig
 
-POPMARL_API = "1.0"  # the popmarl.api version this plugin is built against (popmarl plugins --check)
+POPMARL_API = "2.0"  # the popmarl.api version this plugin is built against (popmarl plugins --check)
 
 __all__ = [
     "AlphaRank",

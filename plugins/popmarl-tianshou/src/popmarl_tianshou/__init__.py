@@ -13,6 +13,6 @@ from __future__ import annotations
 from popmarl_tianshou.checkpoint import load_checkpoint, save_checkpoint
 from popmarl_torch.policies import CategoricalPolicy, GaussianPolicy, QPolicy, TorchPolicy
 
-POPMARL_API = "1.0"  # the popmarl.api version this plugin is built against (popmarl plugins --check)
+POPMARL_API = "2.0"  # the popmarl.api version this plugin is built against (popmarl plugins --check)
 
 __all__ = ["CategoricalPolicy", "GaussianPolicy", "QPolicy", "TorchPolicy", "load_checkpoint", "save_checkpoint"]

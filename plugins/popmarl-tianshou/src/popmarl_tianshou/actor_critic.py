@@ -23,7 +23,7 @@ from tianshou.data import Batch
 from tianshou.utils.torch_utils import policy_within_training_step, torch_train_mode
 
 from popmarl.api import (TRAINER_FILE, Algorithm, CheckpointError, Discrete, Episode, Policy, PolicySpace, Trainer,
-                         TrainerState, read_trainer_json, trainer_json)
+                         TrainerContext, TrainerState, read_trainer_json, trainer_json)
 from popmarl_torch.auto import ACTING_ROWS
 from popmarl_torch.features import action_dim, feature_dim
 from popmarl_torch.nets import CategoricalActor, GaussianActor, ValueCritic
@@ -193,6 +193,7 @@ class ActorCriticAlgorithm(OnDevice, Algorithm):
     ``ray``, older ones are dropped whatever ``max_staleness`` says).
     """
 
+    learns = True
     on_policy = True
     #: The Tianshou algorithm's name, tagging the trainer state (a PPO state is no A2C state).
     trainer_kind: ClassVar[str]
@@ -226,7 +227,8 @@ class ActorCriticAlgorithm(OnDevice, Algorithm):
             if isinstance(policy, GaussianPolicy) and isinstance(fresh, GaussianPolicy):
                 policy.actor.log_std.copy_(fresh.actor.log_std)
 
-    def make_trainer(self, *, policy: Policy, space: PolicySpace, seed: int) -> OnPolicyTrainer:
+    def make_trainer(self, *, policy: Policy, space: PolicySpace, seed: int,
+                     context: TrainerContext) -> OnPolicyTrainer:
         if not isinstance(policy, CategoricalPolicy | GaussianPolicy):
             raise TypeError(f"{type(self).__name__} trains an actor policy, got {type(policy).__name__}")
         c = self.config

@@ -24,7 +24,7 @@ import gymnasium as gym
 import numpy as np
 from tianshou.data import Batch, ReplayBuffer
 
-from popmarl.api import Discrete, Episode, EpisodeBatch, PolicySpace, Space
+from popmarl.api import Discrete, Episode, EpisodeBatch, PolicySpace, Space, seed32
 from popmarl_torch.features import features
 
 
@@ -96,9 +96,9 @@ def transitions(episodes: Sequence[Episode], space: PolicySpace) -> Batch:
 
 def to_buffer(batch: Batch, *, seed: int = 0) -> ReplayBuffer:
     """A replay buffer holding exactly ``batch`` (in order, so whole episodes stay
-    contiguous for returns and advantages)."""
+    contiguous for returns and advantages); its sampling is seeded from ``seed``."""
     rows = len(batch)  # walks every field of the batch: once
-    buffer = ReplayBuffer(rows, random_seed=seed)
+    buffer = replay_buffer(rows, seed=seed)
     buffer.set_batch(batch)
     buffer._size = rows
     buffer.last_index[0] = rows - 1
@@ -125,9 +125,18 @@ def numpy_random(state: dict[str, object]) -> Iterator[None]:
         np.random.set_state(saved)
 
 
+def replay_buffer(size: int, *, seed: int) -> ReplayBuffer:
+    """An empty Tianshou replay buffer of ``size`` rows, its sampling seeded from ``seed``
+    (any non-negative integer: the buffer's ``RandomState`` takes 32 bits, so it gets
+    :func:`~popmarl.api.seed32` of it)."""
+    return ReplayBuffer(size, random_seed=seed32(seed))
+
+
 def numpy_random_state(seed: int) -> dict[str, object]:
-    """A fresh private state for :func:`numpy_random`."""
-    return {"np": np.random.RandomState(seed).get_state()}
+    """A fresh private state for :func:`numpy_random`, seeded from ``seed`` (any
+    non-negative integer: ``RandomState`` takes 32 bits, so it gets
+    :func:`~popmarl.api.seed32` of it)."""
+    return {"np": np.random.RandomState(seed32(seed)).get_state()}
 
 
-__all__ = ["append", "gym_space", "numpy_random", "numpy_random_state", "to_buffer", "transitions"]
+__all__ = ["append", "gym_space", "numpy_random", "numpy_random_state", "replay_buffer", "to_buffer", "transitions"]

@@ -23,8 +23,8 @@ from tianshou.data import Batch, ReplayBuffer
 from tianshou.utils.torch_utils import policy_within_training_step, torch_train_mode
 
 from popmarl.api import (TRAINER_FILE, Algorithm, ConfigError, Discrete, EnvTraits, Episode, Policy, PolicySpace,
-                         Trainer, TrainerState, at_least_one, layer_widths, non_negative, npz_bytes, optional, positive,
-                         read_npz, read_trainer_json, trainer_json, unit_interval)
+                         Trainer, TrainerContext, TrainerState, at_least_one, layer_widths, non_negative, npz_bytes,
+                         optional, positive, read_npz, read_trainer_json, trainer_json, unit_interval)
 from popmarl_torch.auto import ACTING_ROWS
 from popmarl_torch.devices import device_validator
 from popmarl_torch.features import feature_dim
@@ -37,7 +37,7 @@ from popmarl_torch.state import load_module, module_bytes, random_state_from_jso
 from popmarl_torch.threads import set_torch_threads
 from popmarl_torch.timing import acting_workload, shapes, update_workload
 
-from popmarl_tianshou.batching import append, gym_space, numpy_random, numpy_random_state, transitions
+from popmarl_tianshou.batching import append, gym_space, numpy_random, numpy_random_state, replay_buffer, transitions
 from popmarl_tianshou.optim import FusedAdamFactory
 from popmarl_tianshou.replay import ReplayRound
 from popmarl_tianshou.state import buffer_arrays, buffer_json, load_buffer, load_optimizer, optimizer_bytes
@@ -147,7 +147,7 @@ class DQNTrainer(Trainer):
         self._algorithm: MaskedDQN | None = None
         self._placement: Placement | None = None
         self.copies: DeviceCopies | None = None
-        self.buffer = ReplayBuffer(config.buffer_size, random_seed=seed)
+        self.buffer = replay_buffer(config.buffer_size, seed=seed)
         self._rng = numpy_random_state(seed)
         self.decisions = 0
         self.gradient_steps = 0
@@ -275,6 +275,7 @@ class DQN(OnDevice, Algorithm):
     replay buffer), so on the ray backend it also learns from episodes played with
     weights up to ``max_staleness`` versions old."""
 
+    learns = True
     on_policy = False
     #: As a PSRO best response, opponents move at random 30% of the time unless
     #: training.opponent_epsilon says otherwise: Q-learning only learns the positions it
@@ -315,7 +316,7 @@ class DQN(OnDevice, Algorithm):
     def initial_policy(self, *, space: PolicySpace, seed: int) -> QPolicy:
         return uniform_initial(self.make_policy(space=space, seed=seed))
 
-    def make_trainer(self, *, policy: Policy, space: PolicySpace, seed: int) -> DQNTrainer:
+    def make_trainer(self, *, policy: Policy, space: PolicySpace, seed: int, context: TrainerContext) -> DQNTrainer:
         if not isinstance(policy, QPolicy):
             raise TypeError(f"dqn trains a QPolicy, got {type(policy).__name__}")
         return DQNTrainer(policy=policy, config=self.config, seed=seed, placement=self.placement())

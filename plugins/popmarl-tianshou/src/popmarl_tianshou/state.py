@@ -1,6 +1,7 @@
 """The Tianshou parts of a trainer's state as named files in safe formats, and back:
 an algorithm's optimisers and learning-rate schedulers (a torch file) and a replay
-buffer (its filled rows as ``.npz`` arrays, its fill and sampling generator as JSON).
+buffer (its filled rows as ``.npz`` arrays, each in its smallest lossless dtype; its
+fill, sampling generator and arrays' dtypes as JSON).
 
 The torch files, module files and generator JSON are popmarl-torch's
 (:mod:`popmarl_torch.state`). Anything that does not read back, or does not fit the
@@ -19,7 +20,7 @@ from tianshou.algorithm.algorithm_base import Algorithm as TianshouAlgorithm
 from tianshou.data import Batch, ReplayBuffer
 
 from popmarl.api import TRAINER_FILE, CheckpointError, TrainerState, first_line
-from popmarl_torch.state import random_state_from_json, random_state_json, read_torch, torch_bytes
+from popmarl_torch.state import random_state_from_json, random_state_json, read_torch, smallest, torch_bytes
 
 
 # -- optimisers -----------------------------------------------------------------------------
@@ -74,15 +75,24 @@ def _flatten(batch: Batch, prefix: str = "") -> dict[str, np.ndarray]:
     return arrays
 
 
-def buffer_arrays(buffer: ReplayBuffer) -> dict[str, np.ndarray]:
+def _filled(buffer: ReplayBuffer) -> dict[str, np.ndarray]:
     """The filled rows of ``buffer``'s storage, nested keys joined with ``.``."""
     return {key: value[:len(buffer)] for key, value in _flatten(cast(Batch, buffer._meta)).items()}
 
 
+def buffer_arrays(buffer: ReplayBuffer) -> dict[str, np.ndarray]:
+    """The filled rows of ``buffer``'s storage, nested keys joined with ``.``, each in its
+    smallest lossless dtype (their own are in :func:`buffer_json`)."""
+    return {key: smallest(value) for key, value in _filled(buffer).items()}
+
+
 def buffer_json(buffer: ReplayBuffer) -> dict[str, Any]:
-    """``buffer``'s capacity, fill, insertion point and sampling generator."""
+    """``buffer``'s capacity, fill, insertion point and sampling generator, and the dtypes
+    of its arrays."""
+    dtypes = {key: value.dtype.str for key, value in _filled(buffer).items()} if len(buffer) else {}
     return {"maxsize": buffer.maxsize, "size": len(buffer), "insertion": int(buffer._insertion_idx),
-            "last": int(buffer.last_index[0]), "random": random_state_json(buffer._random_state.get_state())}
+            "last": int(buffer.last_index[0]), "random": random_state_json(buffer._random_state.get_state()),
+            "dtypes": dtypes}
 
 
 def load_buffer(buffer: ReplayBuffer, meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray], name: str,
@@ -107,9 +117,15 @@ def load_buffer(buffer: ReplayBuffer, meta: Mapping[str, Any], arrays: Mapping[s
             raise CheckpointError(f"trainer state {name}: {key} has shape {value.shape}, expected "
                                   f"{(size, *widths[key])} (another config?)")
     random = random_state_from_json(meta.get("random"), "buffer.random")
+    dtypes = meta.get("dtypes") or {}  # none in states written before the arrays were stored small
     if size:
         nested: dict[str, Any] = {}
         for key, value in arrays.items():
+            try:
+                value = value.astype(np.dtype(dtypes[key])) if key in dtypes else value
+            except (TypeError, ValueError):
+                raise CheckpointError(f"trainer state {TRAINER_FILE}: buffer dtype {dtypes[key]!r} of {key} is not "
+                                      "a numpy dtype") from None
             *parents, leaf = key.split(".")
             node = nested
             for parent in parents:

@@ -20,4 +20,4 @@ Importing this package imports nothing; each module imports torch.
 
 from __future__ import annotations
 
-POPMARL_API = "1.0"  # the popmarl.api version this package is built against
+POPMARL_API = "2.0"  # the popmarl.api version this package is built against

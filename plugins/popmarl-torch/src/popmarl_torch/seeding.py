@@ -7,8 +7,10 @@ from collections.abc import Iterator
 
 import torch
 
-#: Seeds are taken modulo this: torch's generator takes seeds below 2**64, and every seed
-#: popmarl derives (31 bits, plus small offsets) is far below it, so they seed as themselves.
+#: Seeds are taken modulo this: torch's generator takes seeds below 2**64, and a seed
+#: popmarl derives has 64 bits, plus the small offsets trainers add for streams of their
+#: own (``seed + 1``), which may pass 2**64. Torch's CPU generator keeps a seed's low 32
+#: bits, which the modulus leaves as they are.
 SEED_MODULUS = 1 << 63
 
 

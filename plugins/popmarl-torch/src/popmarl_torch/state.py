@@ -2,8 +2,11 @@
 
 Torch files hold only tensors in plain containers (written with ``torch.save``, every
 tensor on the CPU; read with ``torch.load(..., weights_only=True)``, so no code runs).
-Random-generator states go into ``trainer.json`` as plain numbers. Anything that does not
-read back, or does not fit the trainer it is loaded into, is a one-line
+Random-generator states go into ``trainer.json`` as plain numbers. Replay buffers' arrays
+are stored compactly and losslessly: each in the smallest dtype that holds its values
+bit for bit (:func:`smallest`), and a column of next observations as only the rows that
+are not the following row of its source column (:func:`successor_rows`). Anything that
+does not read back, or does not fit the trainer it is loaded into, is a one-line
 :class:`~popmarl.api.CheckpointError` naming the file.
 """
 
@@ -99,6 +102,51 @@ def load_modules(state: TrainerState, name: str, modules: Mapping[str, torch.nn.
                                   f"{first_line(exc)}") from None
 
 
+# -- replay buffers' arrays, compactly ----------------------------------------------------------
+#: The dtypes tried, smallest first, for an array of each kind (``f`` float, ``i``/``u`` integer).
+_SMALLER = {"f": (np.uint8, np.int8, np.int16, np.float16, np.int32, np.float32),
+            "i": (np.uint8, np.int8, np.uint16, np.int16, np.uint32, np.int32),
+            "u": (np.uint8, np.uint16, np.uint32)}
+
+
+def smallest(array: np.ndarray) -> np.ndarray:
+    """``array`` in the smallest dtype whose values cast back to its own bit for bit (a
+    one-hot float32 feature as uint8, action indices as uint8), else as it is. The
+    reader casts back to the dtype it needs (:func:`numpy.ndarray.astype`)."""
+    array = np.ascontiguousarray(array)
+    if not array.size:
+        return array
+    for dtype in _SMALLER.get(array.dtype.kind, ()):
+        if np.dtype(dtype).itemsize >= array.itemsize:
+            break
+        with np.errstate(all="ignore"):  # a value out of range fails the round trip, as it should
+            small = array.astype(dtype)
+            back = small.astype(array.dtype)
+        if back.tobytes() == array.tobytes():
+            return small
+    return array
+
+
+def successor_rows(column: np.ndarray, source: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``column`` (a replay buffer's next observations) as the rows that are not
+    ``source``'s next row (row ``i + 1``, the last row's the first), and a mask of the rows
+    that are (within an episode, nearly all): :func:`with_successor_rows` inverts it."""
+    rows = np.ascontiguousarray(column).reshape(len(column), -1).view(np.uint8)
+    following = np.roll(np.ascontiguousarray(source), -1, axis=0).reshape(len(source), -1).view(np.uint8)
+    same = (rows == following).all(axis=1) if rows.shape == following.shape else np.zeros(len(column), bool)
+    return column[~same], same
+
+
+def with_successor_rows(kept: np.ndarray, same: np.ndarray, source: np.ndarray) -> np.ndarray:
+    """The column :func:`successor_rows` split into ``kept`` rows and the ``same`` mask."""
+    same = np.asarray(same, dtype=bool)
+    if source.shape[0] != len(same) or len(kept) != int((~same).sum()) or kept.shape[1:] != source.shape[1:]:
+        raise ValueError(f"{len(kept)} rows kept and a mask of {len(same)} do not fit a source of {source.shape}")
+    column = np.roll(source, -1, axis=0)
+    column[~same] = kept
+    return column
+
+
 # -- random generators as JSON -----------------------------------------------------------------
 def random_state_json(state: Any) -> dict[str, Any]:
     """A ``numpy.random.get_state()`` tuple (Mersenne Twister) as JSON."""
@@ -136,4 +184,5 @@ def generator_from_json(data: Any, name: str) -> np.random.Generator:
 
 
 __all__ = ["copied", "generator_from_json", "generator_json", "load_module", "load_modules", "module_bytes",
-           "modules_bytes", "random_state_from_json", "random_state_json", "read_torch", "torch_bytes"]
+           "modules_bytes", "random_state_from_json", "random_state_json", "read_torch", "smallest", "successor_rows",
+           "torch_bytes", "with_successor_rows"]

@@ -12,4 +12,4 @@ load when asked for by name.
 
 from __future__ import annotations
 
-POPMARL_API = "1.0"  # the popmarl.api version this plugin is built against (popmarl plugins --check)
+POPMARL_API = "2.0"  # the popmarl.api version this plugin is built against (popmarl plugins --check)

@@ -43,7 +43,7 @@ from popmarl_torch.features import action_dim, feature_dim
 from popmarl_torch.mlp import ACTIVATIONS, mlp
 from popmarl_torch.nets import GaussianActor
 from popmarl_torch.policies import CategoricalPolicy, GaussianPolicy
-from popmarl_torch.seeding import seeded
+from popmarl_torch.seeding import SEED_MODULUS, seeded
 from popmarl_torch.state import load_modules, modules_bytes
 from popmarl_torch.threads import set_torch_threads
 
@@ -108,6 +108,7 @@ class MAPPOConfig:
 class MAPPO(Algorithm):
     """MAPPO: PPO actors, a centralized critic, one learner over the team."""
 
+    learns = True
     joint_view = True
     trains_team = True
     Config = MAPPOConfig
@@ -134,9 +135,7 @@ class MAPPO(Algorithm):
                               uniform_mark=False)
 
     def make_trainer(self, *, policy: Policy, space: PolicySpace, seed: int,
-                     context: TrainerContext | None = None) -> MAPPOTrainer:
-        if context is None:
-            raise TypeError("mappo: make_trainer needs the learner's context (its team's seats and spaces)")
+                     context: TrainerContext) -> MAPPOTrainer:
         return MAPPOTrainer(self.config, Team(context), seed=seed)
 
 
@@ -222,7 +221,7 @@ class MAPPOTrainer(Trainer):
         actor_params = list(dict.fromkeys(p for pol in team.policies.values() for p in pol.modules["actor"].parameters()))
         self.optim = torch.optim.Adam([{"params": actor_params, "lr": c.lr},
                                        {"params": list(self.critic.parameters()), "lr": c.critic_lr}])
-        self.generator = torch.Generator().manual_seed(seed)
+        self.generator = torch.Generator().manual_seed(seed % SEED_MODULUS)
         self.updates = 0
         self.gradient_steps = 0
 

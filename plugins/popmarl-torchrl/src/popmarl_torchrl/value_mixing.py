@@ -39,7 +39,8 @@ from popmarl_torch.features import feature_dim
 from popmarl_torch.mlp import mlp
 from popmarl_torch.policies import QPolicy
 from popmarl_torch.seeding import seeded
-from popmarl_torch.state import generator_from_json, generator_json, load_modules, modules_bytes
+from popmarl_torch.state import (generator_from_json, generator_json, load_modules, modules_bytes, smallest,
+                                 successor_rows, with_successor_rows)
 from popmarl_torch.threads import set_torch_threads
 
 from popmarl_torchrl.team import Team, TeamNet
@@ -108,6 +109,7 @@ class QMIXConfig(VDNConfig):
 class ValueMixing(Algorithm):
     """Per-seat Q networks whose chosen values a mixer combines; one learner over the team."""
 
+    learns = True
     joint_view = True
     trains_team = True
     on_policy = False
@@ -133,9 +135,7 @@ class ValueMixing(Algorithm):
         return QPolicy(space=space, qnet=qnet, eps=c.eps_start, agent_id=ids > 0, uniform_mark=False, grouped=False)
 
     def make_trainer(self, *, policy: Policy, space: PolicySpace, seed: int,
-                     context: TrainerContext | None = None) -> ValueMixingTrainer:
-        if context is None:
-            raise TypeError(f"{self.kind}: make_trainer needs the learner's context (its team's seats and spaces)")
+                     context: TrainerContext) -> ValueMixingTrainer:
         team = Team(context)
         if not team.discrete:
             raise ConfigError(f"algorithm: {self.kind} needs discrete actions for every seat of its team")
@@ -238,9 +238,25 @@ class Replay:
         return {k: v[at] for k, v in self.data.items()}
 
     def arrays(self) -> dict[str, np.ndarray]:
-        return {k: v[:self.size] for k, v in self.data.items()}
+        """The filled rows, compactly (each column in its smallest lossless dtype; a
+        ``next_<c>`` column as the rows that are not column ``c``'s next row, and the mask
+        ``next_<c>.follows`` of those that are): :meth:`load` reads them back exactly."""
+        columns = {k: v[:self.size] for k, v in self.data.items()}
+        out: dict[str, np.ndarray] = {}
+        for key, value in columns.items():
+            source = columns.get(key.removeprefix("next_")) if key.startswith("next_") else None
+            if source is None:
+                out[key] = value
+            else:
+                out[key], out[f"{key}{_FOLLOWS}"] = successor_rows(value, source)
+        return {k: smallest(v) for k, v in out.items()}
 
     def load(self, size: int, insertion: int, arrays: Mapping[str, np.ndarray], name: str) -> None:
+        try:
+            arrays = _columns_of(arrays, {k: v.dtype for k, v in self.data.items()})
+        except (KeyError, ValueError) as exc:
+            raise CheckpointError(f"trainer state {name}: the replay buffer's columns do not read back "
+                                  f"({exc})") from None
         if not (0 <= size <= self.capacity and 0 <= insertion < self.capacity) or set(arrays) != set(self.data):
             raise CheckpointError(f"trainer state {name}: a buffer of {size} steps (insertion {insertion}, columns "
                                   f"{sorted(arrays)}) does not fit this config's buffer of {self.capacity}")
@@ -251,6 +267,21 @@ class Replay:
                                       f"{(size, *column.shape[1:])} (another config?)")
             column[:size] = value
         self.size, self.insertion = size, insertion
+
+
+#: The suffix of the mask that tells which rows of a ``next_`` column are its source's next row.
+_FOLLOWS = ".follows"
+
+
+def _columns_of(arrays: Mapping[str, np.ndarray], dtypes: Mapping[str, np.dtype]) -> dict[str, np.ndarray]:
+    """The columns :meth:`Replay.arrays` stored, whole and in ``dtypes`` (a buffer file
+    written before it, of whole columns, reads as it is)."""
+    columns = {k: v.astype(dtypes[k]) if k in dtypes else v for k, v in arrays.items() if not k.endswith(_FOLLOWS)}
+    for key in list(columns):
+        mask = arrays.get(f"{key}{_FOLLOWS}")
+        if mask is not None:
+            columns[key] = with_successor_rows(columns[key], mask, columns[key.removeprefix("next_")])
+    return columns
 
 
 def team_steps(team: Team, games: JointEpisodes) -> dict[str, np.ndarray]:
