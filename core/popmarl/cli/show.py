@@ -114,7 +114,7 @@ def _print_files(path: Any) -> None:
 
 def _follow(path: str, *, as_json: bool, interval: float) -> int:
     """Print the run, then again whenever its state file, summary or process file changes,
-    until it is no longer going (or Ctrl-C); exit status 0 either way."""
+    until it stops going (or Ctrl-C); exit status 0 either way."""
     from popmarl.runs.process_file import PROCESS_FILE, is_alive, read_record
     from popmarl.runs.rundir import RunDirectory
 

@@ -115,8 +115,8 @@ class TrainingConfig:
     ``opponent_epsilon`` from the algorithm: 0.3 for dqn and ppo, 0 for a2c; 0 in games
     with chance or simultaneous moves, 0.5 in long turn-based games without chance, where
     ``self_play`` is 0.5 too, else 0: :func:`popmarl.interfaces.algorithm.opponent_exploration`,
-    :func:`popmarl.interfaces.algorithm.default_self_play`) are what measured best across poker and
-    board games (``benchmarks/defaults.py``): a new best response keeps what the
+    :func:`popmarl.interfaces.algorithm.default_self_play`) are chosen by
+    ``benchmarks/defaults.py`` across poker and board games: a new best response keeps what the
     population's newest policy learned, and in a turn-based game without chance its
     opponents sometimes move at random, so that it meets positions their policies never
     reach."""

@@ -23,7 +23,7 @@ class TrainBudget:
     Training ends at the first of: ``max_env_steps``, ``max_episodes``,
     ``max_wall_time_s``, the mean return (``target_return``) or win rate (return > 0,
     ``target_win_rate``) over the last ``window`` episodes reaching its target, or (with
-    ``patience`` set) the return over that window no longer improving for ``patience``
+    ``patience`` set) the return over that window not improving for ``patience``
     update rounds, once ``min_env_steps`` are played (:mod:`popmarl.engine.progress`). ``keep``:
     the ``last`` weights, or the ``best`` version: the one whose own first ``window``
     episodes have the highest mean return (:mod:`popmarl.engine.kept_weights`).

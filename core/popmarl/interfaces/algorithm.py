@@ -211,10 +211,9 @@ def seed_rng(seed: int) -> np.random.Generator:
 #: move at random this often (for an algorithm that asks for opponent exploration at all),
 #: and it plays this share of its episodes against copies of itself — a population of
 #: deterministic policies shows a learner few of such a game's positions, and it is what
-#: they meet that its loss against other play depends on. PSRO with ``dqn`` on connect four
-#: (``benchmarks/defaults.py``, 30 minutes) lost 10.1% / 12.5% of its games against random
-#: with 0.3 and no self-play (lr 3e-4: 3.2% / 11.4%), and 0.9% / 3.2% with these (and lr 3e-4:
-#: 85 iterations in its 30 minutes, seed 0).
+#: they meet that its loss against other play depends on. Chosen with
+#: ``benchmarks/defaults.py``: PSRO with ``dqn`` on connect four loses far fewer games
+#: against random with these than with 0.3 and no self-play.
 LONG_GAME_OPPONENT_EPSILON = 0.5
 LONG_GAME_SELF_PLAY = 0.5
 
@@ -226,8 +225,8 @@ def opponent_exploration(algorithm: Algorithm, env: Env) -> float:
     (:attr:`popmarl.interfaces.env.Env.has_chance`) or the seats move at once
     (:attr:`popmarl.interfaces.env_traits.EnvTraits.simultaneous`): there random opponent moves lead
     to no position the opponents' policies would not, and only change what the response
-    answers (a one-shot allocation game: ``dqn``'s meta-strategy ended at 1.75 times
-    uniform play's NashConv with 0.3); at least :data:`LONG_GAME_OPPONENT_EPSILON` in a
+    answers (in a one-shot allocation game, ``dqn``'s meta-strategy ends further from
+    equilibrium than uniform play with 0.3); at least :data:`LONG_GAME_OPPONENT_EPSILON` in a
     long turn-based game without chance, for an algorithm that asks for some."""
     traits = traits_of(env)
     if env.has_chance or traits.simultaneous:

@@ -87,8 +87,8 @@ class VectorEnv(ABC):
     def stop_restarts(self) -> bool:
         """From now on, leave games that finish finished: each is reported in
         ``finished`` once and asks for no more decisions (until :meth:`reset`). The
-        rollout engine calls it once no more episodes will start, so the games it no
-        longer needs are not stepped. Returns whether the vector does this; one that
+        rollout engine calls it once no more episodes will start, so the games it has
+        done with are not stepped. Returns whether the vector does this; one that
         does not (the default) keeps restarting them, and the engine plays those games
         out with throwaway moves."""
         return False
@@ -135,7 +135,7 @@ class Env(Component):
     #: Whether chance takes part in play (dealt cards, dice, random starts). A ``psro``
     #: best response then gets no opponent exploration unless ``training`` sets one:
     #: chance already spreads play over the game's positions, and random opponent moves
-    #: only bias the answer (measured on Kuhn and Leduc poker). Envs that cannot tell
+    #: only bias the answer (on Kuhn and Leduc poker they slow PSRO down). Envs that cannot tell
     #: leave it False, the deterministic board game's setting.
     has_chance: bool = False
 

@@ -2,12 +2,12 @@
 defaults may follow (never the env's name).
 
 Declared (:class:`~popmarl.interfaces.env.Env` attributes): whether chance takes part, whether the
-seats move at once, whether it is two-player zero-sum. Measured, by uniformly random
+seats move at once, whether it is two-player zero-sum. Observed, in uniformly random
 play over a few hundred games of the env itself (seeded, so a resumed run and a Ray
 worker measure the same): how many env steps (decisions) a game lasts, whether rewards
 come only when a game ends, and whether seats move at once (two seats of one game asked
 in the same step: e.g. a PettingZoo Parallel env, which cannot declare it). :func:`traits_of` computes them once per env object
-(a fraction of a second for board games and poker, ~0.5 s for a 25-step MPE task).
+(under a second, the longest for long games with simultaneous moves such as MPE's).
 """
 
 from __future__ import annotations

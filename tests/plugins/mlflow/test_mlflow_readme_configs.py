@@ -1,4 +1,4 @@
-"""Every config the README shows runs as shown (see tests/readme_configs.py for how a
+"""Every config the README and the docs show runs as shown (see tests/readme_configs.py for how a
 fragment becomes a config, and the short overrides), here those on the local backend:
 each completes, and each ``mlflow`` tracker records a finished MLflow run. A tracking
 server at ``http://127.0.0.1:5000`` is this session's server; a sqlite store starts as a
@@ -21,7 +21,7 @@ from popmarl.config.schema import validate
 
 from mlflow_helpers import client, config, mlflow_run_id
 from popmarl_mlflow.connection import resolve_tracking_uri
-from readme_configs import README, readme_configs, short
+from readme_configs import pages_text, readme_configs, short
 
 LOCAL = [c for c in readme_configs() if not c.uses_ray]
 README_SERVER = "http://127.0.0.1:5000"
@@ -31,7 +31,7 @@ def test_the_readme_shows_configs_of_both_kinds() -> None:
     assert len(LOCAL) >= 2 and any(c.uses_ray for c in readme_configs())
 
 
-@pytest.mark.parametrize("shown", LOCAL, ids=[f"README.md:{c.line}" for c in LOCAL])
+@pytest.mark.parametrize("shown", LOCAL, ids=[c.where for c in LOCAL])
 def test_a_readme_config_runs(shown, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                               request: pytest.FixtureRequest) -> None:
     monkeypatch.chdir(tmp_path)  # relative paths in the config (sqlite:///runs/...) land here
@@ -60,11 +60,11 @@ def test_a_readme_config_runs(shown, tmp_path: Path, monkeypatch: pytest.MonkeyP
 def test_the_readme_names_what_a_tracked_run_leaves_and_reads_it_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                         fresh_store: Callable[[Path], str]) -> None:
     """Every file a run with the ``jsonl`` and ``mlflow`` trackers leaves, in its directory and
-    beside it, is named in the README, and the README's ``mlflow runs list`` lists the run."""
+    beside it, is named in the README or the docs, and their ``mlflow runs list`` lists the run."""
     monkeypatch.chdir(tmp_path)
     fresh_store(tmp_path / "runs")
     popmarl.run(config(["jsonl", "mlflow"], stopping={"max_iterations": 1}), out="runs/rps")
-    readme = README.read_text(encoding="utf-8")
+    readme = pages_text()
     runs = tmp_path / "runs"
     left = [p.name for p in (runs / "rps").iterdir()] + [p.name for p in runs.iterdir() if p.name != "rps"]
     assert [name for name in left if name not in readme] == []

@@ -1,6 +1,6 @@
-"""The main README shows PettingZoo configs by their full module paths (a classic game and
+"""The README and the docs show PettingZoo configs by their full module paths (a classic game and
 an MPE ``marl`` run) and links the plugin's README; tests/plugins/mlflow/
-test_mlflow_readme_configs.py runs every README config, these included."""
+test_mlflow_readme_configs.py runs every config shown, these included."""
 
 from __future__ import annotations
 

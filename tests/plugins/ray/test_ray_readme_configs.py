@@ -1,4 +1,4 @@
-"""Every config the README shows runs as shown (see tests/readme_configs.py for how a
+"""Every config the README and the docs show runs as shown (see tests/readme_configs.py for how a
 fragment becomes a config, and the short overrides), here those on the ray backend.
 They are sized for a cluster; on this session's local Ray of 2 CPUs they run with one
 rollout worker and half a CPU per learner (``address: auto`` joins the Ray already up,
@@ -24,7 +24,7 @@ def test_the_readme_shows_a_ray_config() -> None:
     assert RAY
 
 
-@pytest.mark.parametrize("shown", RAY, ids=[f"README.md:{c.line}" for c in RAY])
+@pytest.mark.parametrize("shown", RAY, ids=[c.where for c in RAY])
 def test_a_readme_ray_config_runs(shown, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     config = apply_overrides(short(shown.config), FIT_LOCAL_RAY)

@@ -33,7 +33,7 @@ def _cooperative_block() -> dict[str, Any]:
     found = [c.config for c in readme_configs()
              if c.config.get("scenario") == "marl" and "simple_spread" in str(c.config.get("env"))
              and (c.config.get("algorithm") or {}).get("name") == "mappo" and "frozen" not in str(c.config)]
-    assert len(found) == 1, f"expected one cooperative spread block in the README, found {len(found)}"
+    assert len(found) == 1, f"expected one cooperative spread block in the README and the docs, found {len(found)}"
     return found[0]
 
 

@@ -126,7 +126,7 @@ class PipelineResponses(ResponseStrategy):
         return self._eval_steps
 
     def after(self, state: PSROState) -> None:
-        """The lowest learners are frozen now: no longer active."""
+        """The lowest learners are frozen now: not active any more."""
         for population, ids in state.policies.items():
             state.learners = {k: v for k, v in state.learners.items()
                               if k not in active_keys(population, len(ids) - 1, 1)}

@@ -152,8 +152,9 @@ class ExactGame:
 
     def _sequence_best_response(self, player: int, plans: Sequence[np.ndarray | None]) -> tuple[np.ndarray, float]:
         """``player``'s best response to the others' realization plans (``plans[player]``
-        unused): terminal histories weighted by chance and the others' reach. On
-        3-player Leduc ~45 ms against OpenSpiel's C++ responder's 8-17 s, same values."""
+        unused): terminal histories weighted by chance and the others' reach. The same
+        values as OpenSpiel's C++ responder, much faster (on 3-player Leduc, milliseconds
+        against seconds)."""
         return sequence_best_response(self.tree, player, self.tree.terminal_chance * self._others_reach(player, plans))
 
     def _others_reach(self, player: int, plans: Sequence[np.ndarray | None]) -> np.ndarray:

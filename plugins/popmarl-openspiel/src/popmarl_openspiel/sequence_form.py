@@ -81,8 +81,8 @@ class SequenceForm:
         profiles are grouped by :func:`fold_groups`, so that one fold answers as many as
         possible. With three players, a PSRO iteration's new entries (each player's new
         policy against all the others' policies) are three groups, one per new policy,
-        whatever the population sizes; folding one fixed player took one group per
-        policy of that player."""
+        whatever the population sizes, where folding one fixed player would take one
+        group per policy of that player."""
         seqs = self.tree.terminal_seq
         out = np.zeros((len(index), self.n))
         for folded, columns, rows in fold_groups(index, self.n - 2):

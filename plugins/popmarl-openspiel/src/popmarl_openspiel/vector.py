@@ -39,7 +39,7 @@ def _list_fill(spiel: SpielGame) -> TensorFill:
 
 
 def _observer_fill(spiel: SpielGame) -> TensorFill | None:
-    """A writer through OpenSpiel's observer (3x cheaper than the list-returning state
+    """A writer through OpenSpiel's observer (cheaper than the list-returning state
     methods), or ``None`` where the game has none."""
     try:
         if spiel.observation == "info_state":

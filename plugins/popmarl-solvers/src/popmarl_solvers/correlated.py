@@ -253,9 +253,8 @@ def _max_gini(a: sp.csr_matrix, epsilon: float, c: CorrelatedConfig, dual: bool,
     """The max-Gini (C)CE (over ``face``, if given): from its dual if ``dual``
     (:func:`_max_gini_dual`; a CCE's), else, or where the dual's answer fails its check,
     Clarabel's QP. A CE's rows grow with the square of the population and are highly
-    degenerate: on 3-player Leduc meta-games its dual took 4.7 s at 20×20×20 where
-    Clarabel took 2.5 s, and failed the KKT check at 12×12×12, so a CE goes to Clarabel
-    directly."""
+    degenerate: on 3-player Leduc meta-games its dual is slower than Clarabel and can
+    fail the KKT check, so a CE goes to Clarabel directly."""
     if dual:
         found = _max_gini_dual(a, epsilon, c, face)
         if found is not None:
@@ -269,7 +268,7 @@ def _max_gini_dual(
 ) -> tuple[np.ndarray, int] | None:
     """``min ½‖σ‖²`` over the polytope through its dual, which has one variable per
     constraint row (a CCE's rows are one per player and strategy: ~100 where the primal
-    has ~30,000 profiles at 31×31×31, so this takes ~2 s where Clarabel took ~50 s).
+    has ~30,000 profiles at 31×31×31, so this is much faster than Clarabel's QP there).
 
     With ``y = (λ, μ)`` for the rows ``B = [A; 1ᵀ]`` and right-hand sides ``b = (ε, 1)``,
     the minimiser of the Lagrangian over ``σ ≥ 0`` is ``σ(y) = max(0, −Bᵀy)`` and the dual

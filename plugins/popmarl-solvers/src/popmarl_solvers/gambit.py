@@ -1,18 +1,18 @@
 """n-player Nash equilibria from Gambit: logit tracing, iterated polymatrix approximation
 (IPA) and global Newton (GNM).
 
-Measured on random 3- and 4-player games (5 to 15 strategies each) and on 3-player Kuhn
-PSRO meta-games (``benchmarks/solvers.py``): logit tracing (``logit``) answers nearly
-everywhere in 0.01–0.4 s; IPA is as fast on random games but fails, slowly (up to 2.5 s),
-on some Kuhn meta-games; GNM from the default perturbation often fails ("no unique
+On random 3- and 4-player games (5 to 15 strategies each) and on 3-player Kuhn PSRO
+meta-games (``benchmarks/solvers.py``), logit tracing (``logit``) answers nearly
+everywhere, in under a second; IPA is as fast on random games but fails, slowly, on some
+Kuhn meta-games; GNM from the default perturbation often fails ("no unique
 maximizer": the centroid perturbation of a degenerate game ties), so it is run from a
 seeded random perturbation, which answers where the others fail. Simplicial subdivision
-took seconds at 5x5x5. Payoffs are scaled to [0, 1] first; pygambit is imported lazily.
+takes seconds already at 5x5x5. Payoffs are scaled to [0, 1] first; pygambit is imported lazily.
 
 The game reaches Gambit as the text of an ``.nfg`` file with payoffs rounded to multiples
-of 2⁻³⁰ (:func:`strategic_game`): Gambit parses that in ~20 ms at 15×15×15, where
-``StrategicGame.from_arrays`` takes ~90 ms converting each float — more than logit
-tracing itself on such a game. The rounding (≤ 5e-10) is far below the methods'
+of 2⁻³⁰ (:func:`strategic_game`): Gambit parses that several times faster than
+``StrategicGame.from_arrays`` converts each float, which takes longer than logit tracing
+itself on a 15×15×15 game. The rounding (≤ 5e-10) is far below the methods'
 tolerances, and the caller polishes every answer on the exact payoffs.
 """
 

@@ -89,11 +89,11 @@ class Nash(Solver):
         profile) is one of the whole game once no player gains by a strategy outside it;
         else each player adds its (up to three) best gaining strategies and the larger
         subgame is solved again. PSRO meta-games have small supports, mostly among recent
-        policies: 3-player Leduc's 64x64x64 table took 0.3-0.4 s in 5-8 rounds, against
-        4.5 s solved whole; its 200x200x200 table 4 s in 9 rounds (starting from the
-        newest strategy alone: 6.8 s in 14). None (solve it whole) when a subgame's
-        answer is not accurate enough to go on, or when the subgames grow past half the
-        strategies, as on random games (which then cost up to 2.3x)."""
+        policies, so a few rounds of small subgames answer much sooner than solving the
+        whole table (and sooner than starting from the newest strategy alone). None
+        (solve it whole) when a subgame's answer is not accurate enough to go on, or when
+        the subgames grow past half the strategies, as on random games (which then cost
+        more than solving whole)."""
         n, sizes = payoffs.shape[0], payoffs.shape[1:]
         uniform = [np.full(k, 1.0 / k) for k in sizes]
         supports = [sorted({*range(k - int(np.ceil(np.sqrt(k))), k), int(np.argmax(d))})

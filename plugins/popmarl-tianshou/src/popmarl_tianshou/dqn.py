@@ -279,8 +279,8 @@ class DQN(OnDevice, Algorithm):
     on_policy = False
     #: As a PSRO best response, opponents move at random 30% of the time unless
     #: training.opponent_epsilon says otherwise: Q-learning only learns the positions it
-    #: meets, and deterministic opponents show it few (tic-tac-toe against random lost
-    #: 12-24% of second-seat games without, 1.2% with). None in games with chance
+    #: meets, and deterministic opponents show it few (without, its tic-tac-toe second
+    #: seat loses many more games against random). None in games with chance
     #: (the core's ``opponent_exploration``).
     opponent_epsilon = 0.3
     Config = DQNConfig
@@ -293,15 +293,13 @@ class DQN(OnDevice, Algorithm):
         (:attr:`~popmarl.api.EnvTraits.long_deterministic`), whose reward comes only
         after many moves: ``lr`` 3e-4, ``gamma`` 0.95, ``n_step`` 3 and ``updates_per_step``
         1/16 (16 gradient samples per decision at the default batch), the recipe of
-        ``examples/psro_connect_four_dqn.yaml``, with which PSRO on connect four lost
-        0.2-0.5% / 2.7-2.9% of its games against random against 16.8% / 26.5% with lr
-        1e-3, gamma 1.0 and 1-step returns (with the default training, 30 minutes: 10.1%
-        / 12.5% with lr 1e-3, 3.2% / 11.4% with 3e-4). Else 1e-3, 1.0, 1 and 1/32 (8
-        samples per decision): PSRO on Leduc (``benchmarks/defaults.py``) reached NashConv
-        0.5 in 147 / 155 s (seeds 0 / 1) with 1/32 against 268 / 216 s with 1/16 (iterations
-        102 / 97 against 137 / 101: an iteration's best responses take 0.7 times the time),
-        and tic-tac-toe converged at iteration 11 instead of 53, losing none of its games
-        against random either way."""
+        ``examples/psro_connect_four_dqn.yaml``, with which PSRO on connect four loses far
+        fewer games against random than with lr 1e-3, gamma 1.0 and 1-step returns, a
+        reward that many moves away being too faint for those. Else 1e-3, 1.0, 1 and 1/32
+        (8 samples per decision), chosen by ``benchmarks/defaults.py``: with 1/32 PSRO on
+        Leduc reaches NashConv 0.5 sooner than with 1/16 (an iteration's best responses
+        take less time, for a few more iterations), and tic-tac-toe converges in fewer
+        iterations, losing none of its games against random either way."""
         if traits is not None and traits.long_deterministic:
             return {"lr": 3e-4, "gamma": 0.95, "n_step": 3, "updates_per_step": 0.0625}
         return {"lr": 1e-3, "gamma": 1.0, "n_step": 1, "updates_per_step": 0.03125}

@@ -46,9 +46,9 @@ class PPOConfig(A2CConfig):
     player) 1e-3 learned too slowly within a PSRO budget. ``epochs`` 10
     (Stable-Baselines3's default too): a best response's default budget, 20,000 env
     steps, is only ~20 updates of 128 episodes, and with 4 epochs PSRO on tic-tac-toe
-    left its second seat weak (its meta-strategy lost 24-27% of its games against random
-    over 3 seeds; with 10, 7-13%). It costs speed: the training loop's env steps per
-    CPU-s roughly halve (Leduc 21k -> 12k), a tic-tac-toe PSRO run takes ~30% longer.
+    leaves its second seat weak (its meta-strategy loses several times as many games
+    against random). It costs speed: the training loop's env steps per CPU second
+    roughly halve, and a tic-tac-toe PSRO run takes longer.
     """
 
     lr: float = attrs.field(default=3e-3, validator=positive)
@@ -64,11 +64,10 @@ class PPO(ActorCriticAlgorithm):
 
     #: As a PSRO best response, opponents move at random 30% of the time unless
     #: training.opponent_epsilon says otherwise: a policy trained only against strong
-    #: opponents misplays the positions they never reach (tic-tac-toe, seed 0: the
-    #: meta-strategy lost 5.2% / 38% of its games against random in the first / second
-    #: seat without, 1.6% / 6.9% with). None in games with chance
-    #: (the core's ``opponent_exploration``): with it, PSRO on Leduc took 372 s to
-    #: NashConv 1.0 instead of 117 s, and Kuhn ended at 0.08 instead of 0.0004.
+    #: opponents misplays the positions they never reach (in tic-tac-toe, without it the
+    #: meta-strategy loses many more games against random, most in the second seat). None
+    #: in games with chance (the core's ``opponent_exploration``): there it slows PSRO on
+    #: Leduc down and leaves Kuhn further from equilibrium.
     opponent_epsilon = 0.3
     trainer_kind = "ppo"
     tianshou_class = TianshouPPO

@@ -8,8 +8,9 @@ and the current GPU (:meth:`AutoDevice.candidates`), and keeps the faster
 step of copies of the trainer's own modules at its real batch size
 (:func:`~popmarl_torch.timing.update_workload`); for an acting device one batched
 forward pass of the policy network (:func:`~popmarl_torch.timing.acting_workload`) at
-the rollout batch size. Measured on an H100: 128x128 networks train no faster there than
-on one CPU core (launch-bound), 1024x1024 ones at batch 1024 2-4 times faster.
+the rollout batch size. On a data-centre GPU, 128x128 networks train no faster than on
+one CPU core (launch-bound), 1024x1024 ones at batch 1024 several times faster: which
+is faster depends on the networks and the batch, so it is timed rather than guessed.
 
 The choice (:class:`DeviceChoice`: the device, the candidates' timings and the rows
 timed) is logged, reported in the trainer's metrics and kept in its state, so that a

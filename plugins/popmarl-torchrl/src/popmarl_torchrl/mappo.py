@@ -57,19 +57,16 @@ REWARDS = ("own", "team")
 
 @attrs.frozen(kw_only=True)
 class MAPPOConfig:
-    """MAPPO's settings. Defaults (2026-11-26): the MAPPO paper's for MPE (clip 0.2,
+    """MAPPO's settings. Defaults: the MAPPO paper's for MPE (clip 0.2,
     entropy 0.01, λ 0.95, value normalisation, gradient norm 10, 64×64 tanh networks, the
     actor's output layer initialised near zero, every seat trained on the team's summed
     reward) with the step sizes of ``examples/marl_simple_spread_ppo.yaml`` (lr 3e-3 for
     actor and critic, γ 0.95, 6 epochs of 4 minibatches) instead of the paper's (lr 7e-4,
     γ 0.99, 10 epochs of one minibatch: its 3,200-step rounds make many more updates than
-    16 games of 25 steps do). Team return on mpe2 spread (3 agents, ``shared``, 100
-    evaluation games): at 60k env steps with each seat's own reward, -77.2 with the
-    paper's step sizes and -63.2 with these (seed 0; seeds 0-2: -61.3 ± 1.0); at 300k,
-    -57.8 ± 1.5 (seeds 0-2) with the team's reward, -59.6 (seeds 0-1) with each seat's own;
-    with 1,000 evaluation games (``benchmarks/marl.py``, 300k): -58.9 ± 0.7 against
-    parameter-shared ``ppo`` with the same recipe at -57.5 ± 0.3 (level, not above);
-    ``ent_coef: 0`` -59.0 ± 0.3, ``agent_id: true`` -60.0 ± 0.5.
+    16 games of 25 steps do). On mpe2 spread (``benchmarks/marl.py``) these step sizes
+    reach a much higher team return in a short budget than the paper's, and the team's
+    summed reward does at least as well as each seat's own; ``ent_coef: 0`` and
+    ``agent_id: true`` do no better.
 
     ``critic``: one critic network for every seat (``shared``) or one per seat
     (``per_agent``); either way it reads the seat's one-hot id. ``value_norm``: TorchRL's
