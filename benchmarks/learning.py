@@ -172,7 +172,7 @@ def popmarl_train(setting: Setting, steps: int, profile: bool) -> dict[str, Any]
                      train_num_envs=config.training.num_envs, exact_evaluation=config.evaluation.exact)
     executor = Executor(setup, Components(env=env, algorithms=algorithms))
     for k, population in enumerate(mapping.populations):
-        executor.add_policy(policy_id(population, 0), executor.agents[population].initial_policy(seed=k).get_weights())
+        executor.add_policy(policy_id(population, 0), executor.populations[population].initial_policy(seed=k).get_weights())
     opponents = MetaStrategy.pure({agent: policy_id(mapping.population_of[agent], 0) for agent in env.agents})
     learner = mapping.populations[0]
 

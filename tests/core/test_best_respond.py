@@ -52,7 +52,7 @@ class Declining(ExactMatrixBR):
 
 def test_a_declined_question_has_no_policy() -> None:
     backend = rps_backend()
-    backend._executor.agents["player_0"].algorithm = Declining()
+    backend._executor.populations["player_0"].algorithm = Declining()
     (result,) = backend.best_respond([BestResponseTask(population="player_0", seed=0,
                                                        snapshot=snapshot("player_0", 9),
                                                        opponents=MetaStrategy.merged(
@@ -77,7 +77,7 @@ def test_a_train_task_trains_and_never_asks_an_exact_oracle(monkeypatch: pytest.
     no games (PSRO sends such a task only for an oracle that declined)."""
     monkeypatch.setattr(Recording, "asked", [])
     backend = rps_backend()
-    backend._executor.agents["player_0"].algorithm = Recording()
+    backend._executor.populations["player_0"].algorithm = Recording()
     spec = LearnerSpec(key="player_0", population="player_0", seats=("player_0",), seed=3,
                        snapshot=snapshot("player_0", 9))
     meta = MetaStrategy.merged(mixture("player_0", {0: 1.0}), mixture("player_1", {1: 1.0}))

@@ -13,7 +13,7 @@ import pytest
 import popmarl
 from popmarl.builtin.matrix_env import MatrixEnv
 from popmarl.cli.plugins import check_cell
-from popmarl.interfaces.agent import AgentInterface
+from popmarl.interfaces.population_algorithm import PopulationAlgorithm
 from popmarl.interfaces.algorithm import Algorithm, PolicySpace, TrainerContext, flag_problems
 from popmarl.plugins.check import Target, check
 
@@ -128,7 +128,7 @@ def test_make_trainer_takes_its_context_for_every_registered_algorithm() -> None
             return _original(context=context, **kwargs)
 
         algorithm.make_trainer = spy  # type: ignore[method-assign]
-        agent = AgentInterface(space=space, algorithm=algorithm, env=env, algorithm_name=name)
+        agent = PopulationAlgorithm(space=space, algorithm=algorithm, env=env, algorithm_name=name)
         policy, trainer = agent.new_learner(seed=0)
         if not cls.learns:
             assert made == [] and trainer is None, name
@@ -144,8 +144,8 @@ def test_the_flag_decides_whether_a_trainer_is_made() -> None:
     the flag is what the engine reads (``plugins --check`` reports the contradiction)."""
     env = MatrixEnv(game="rps")
     unflagged = _algorithm("Unflagged", make_trainer=_trainer)
-    agent = AgentInterface(space=_space(env, "player_0"), algorithm=unflagged(), env=env)
+    agent = PopulationAlgorithm(space=_space(env, "player_0"), algorithm=unflagged(), env=env)
     assert not agent.learns and agent.new_learner(seed=0)[1] is None
     flagged = _algorithm("Flagged", learns=True, make_trainer=_trainer)
-    agent = AgentInterface(space=_space(env, "player_0"), algorithm=flagged(), env=env)
+    agent = PopulationAlgorithm(space=_space(env, "player_0"), algorithm=flagged(), env=env)
     assert agent.learns and agent.new_learner(seed=0)[1] is not None

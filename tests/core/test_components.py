@@ -26,7 +26,7 @@ BASES = {
 
 def test_public_api_re_exports() -> None:
     for name in ("hookimpl", "load_config", "run", "Registry", "ConfigError", "UserError", "PluginError",
-                 "UnknownComponentError", "Policy", "Trainer", "AgentInterface", "RolloutWorker", *KINDS):
+                 "UnknownComponentError", "Policy", "Trainer", "PopulationAlgorithm", "RolloutWorker", *KINDS):
         assert hasattr(popmarl, name), name
     assert set(popmarl.__all__) <= set(dir(popmarl)) | set(KINDS)
 

@@ -208,7 +208,7 @@ class _JointRandom(Algorithm):
 
 
 def test_a_joint_trainer_gets_its_context_and_games_through_run_task() -> None:
-    from popmarl.interfaces.agent import AgentInterface
+    from popmarl.interfaces.population_algorithm import PopulationAlgorithm
     from popmarl.engine.learners import Learners
     from popmarl.engine.learner_loop import run_task
 
@@ -217,7 +217,7 @@ def test_a_joint_trainer_gets_its_context_and_games_through_run_task() -> None:
     space = PolicySpace(population="speaker", agents=(speaker,), observation_space=env.observation_space(speaker),
                         action_space=env.action_space(speaker))
     frozen = {"listener_0": _random(env, listener)}
-    agents = {"speaker": AgentInterface(space=space, algorithm=_JointRandom(), env=env)}
+    agents = {"speaker": PopulationAlgorithm(space=space, algorithm=_JointRandom(), env=env)}
     task = TrainTask(learners=(LearnerSpec(key="team", population="speaker", seats=(speaker,), seed=1),),
                      seed=3, budget=TrainBudget(max_episodes=8, episodes_per_update=4),
                      opponents=MetaStrategy.pure({listener: "listener_0"}))
@@ -247,9 +247,9 @@ def test_an_algorithm_that_needs_state_is_refused_on_an_env_without(tmp_path: An
 
 
 def _team_agents(env: Env, algorithm: Algorithm, names: Mapping[str, str] | None = None) -> dict[str, Any]:
-    from popmarl.interfaces.agent import AgentInterface
+    from popmarl.interfaces.population_algorithm import PopulationAlgorithm
 
-    return {seat: AgentInterface(space=PolicySpace(population=seat, agents=(seat,),
+    return {seat: PopulationAlgorithm(space=PolicySpace(population=seat, agents=(seat,),
                                                    observation_space=env.observation_space(seat),
                                                    action_space=env.action_space(seat)),
                                  algorithm=algorithm, env=env, algorithm_name=(names or {}).get(seat, "joint_random"))

@@ -58,7 +58,7 @@ from popmarl.interfaces.policy import masked_uniform as masked_uniform
 from popmarl.interfaces.policy import sample_rows as sample_rows
 
 # Algorithms, trainers and a trainer's state files.
-from popmarl.interfaces.agent import AgentInterface as AgentInterface
+from popmarl.interfaces.population_algorithm import PopulationAlgorithm as PopulationAlgorithm
 from popmarl.interfaces.algorithm import Algorithm as Algorithm
 from popmarl.interfaces.algorithm import BestResponseProblem as BestResponseProblem
 from popmarl.interfaces.algorithm import PolicySpace as PolicySpace

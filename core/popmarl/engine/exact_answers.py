@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from popmarl.interfaces.agent import AgentInterface
+from popmarl.interfaces.population_algorithm import PopulationAlgorithm
 from popmarl.interfaces.env import correlated_profile, mixed_profile
 from popmarl.interfaces.policy import Policy
 from popmarl.data.policies import FrozenPolicy, Weights
@@ -23,7 +23,7 @@ from popmarl.data.tasks import BestResponseResult, BestResponseTask
 PolicyOf = Callable[[str], Policy]
 
 
-def answer(agent: AgentInterface, task: BestResponseTask, policy_of: PolicyOf) -> BestResponseResult:
+def answer(agent: PopulationAlgorithm, task: BestResponseTask, policy_of: PolicyOf) -> BestResponseResult:
     """``task`` answered by ``agent``'s algorithm (None: it declined), frozen as its snapshot."""
     start = time.monotonic()
     weights = exact_answer(agent, task.opponents, seed=task.seed, policy_of=policy_of)
@@ -31,7 +31,7 @@ def answer(agent: AgentInterface, task: BestResponseTask, policy_of: PolicyOf) -
     return BestResponseResult(policy=policy, seconds=time.monotonic() - start)
 
 
-def exact_answer(agent: AgentInterface, opponents: MetaStrategy, *, seed: int, policy_of: PolicyOf) -> Weights | None:
+def exact_answer(agent: PopulationAlgorithm, opponents: MetaStrategy, *, seed: int, policy_of: PolicyOf) -> Weights | None:
     """The weights of ``agent``'s exact best response to ``opponents``: the seats drawn
     alone as mixtures, its joint seats as a correlated distribution (None: the algorithm
     declined, e.g. the game is too large)."""

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 import attrs
 import numpy as np
 
-from popmarl.interfaces.agent import AgentInterface
+from popmarl.interfaces.population_algorithm import PopulationAlgorithm
 from popmarl.engine.exact_answers import answer
 from popmarl.interfaces.backend import Components, RunSetup
 from popmarl.interfaces.env import ExactEnv
@@ -36,7 +36,7 @@ from popmarl.engine.learner_loop import run_task
 T = TypeVar("T")
 
 
-def population_of(policy_id: str) -> str:
+def population_of_policy(policy_id: str) -> str:
     """The population part of a policy id (``population/index``)."""
     return policy_id.rsplit("/", 1)[0]
 
@@ -48,19 +48,19 @@ class Executor:
     def __init__(self, setup: RunSetup, components: Components) -> None:
         self.setup = setup
         self.env = components.env
-        self.agents = {population: AgentInterface(space=space, algorithm=components.algorithms[population],
-                                                  env=self.env, algorithm_name=setup.algorithms[population][0])
-                       for population, space in setup.spaces.items()}
+        self.populations = {population: PopulationAlgorithm(space=space, algorithm=components.algorithms[population],
+                                                       env=self.env, algorithm_name=setup.algorithms[population][0])
+                            for population, space in setup.spaces.items()}
         self.rollout = RolloutWorker(env=self.env, num_envs=setup.num_envs)
         self.train_rollout = RolloutWorker(env=self.env, num_envs=setup.train_num_envs)
         self.policies: dict[str, Policy] = {}
-        self.learners = Learners(self.agents)
+        self.learners = Learners(self.populations)
         self._agent_set = frozenset(self.env.agents)
 
     def add_policy(self, policy_id: str, weights: Weights) -> None:
         """Rebuild a frozen policy from its weights (with its population's algorithm; the
         weights of uniformly random play as that, :mod:`popmarl.interfaces.uniform_play`)."""
-        agent = self.agents[population_of(policy_id)]
+        agent = self.populations[population_of_policy(policy_id)]
         self.policies[policy_id] = (uniform_play(agent.space.action_space) if is_uniform_play(weights)
                                     else agent.frozen(weights))
 
@@ -73,7 +73,7 @@ class Executor:
 
     def best_respond(self, task: BestResponseTask) -> BestResponseResult:
         """Answer ``task`` with its population's algorithm (no learner is started)."""
-        return answer(self.agents[task.population], task, self.policy)
+        return answer(self.populations[task.population], task, self.policy)
 
     @property
     def exact(self) -> bool:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from popmarl.interfaces.agent import AgentInterface, LearnerError
+from popmarl.interfaces.population_algorithm import PopulationAlgorithm, LearnerError
 from popmarl.interfaces.policy import Policy
 from popmarl.data.learners import LearnerSpec, LearnerState
 from popmarl.data.policies import Weights
@@ -26,7 +26,7 @@ class Learner:
     """One learning policy and its trainer (None for an algorithm that does not learn);
     a team's policy per member population in ``members`` (the lead's is ``policy``)."""
 
-    def __init__(self, *, key: str, agent: AgentInterface, policy: Policy, trainer: Trainer | None,
+    def __init__(self, *, key: str, agent: PopulationAlgorithm, policy: Policy, trainer: Trainer | None,
                  seed: int, members: Mapping[str, Policy] | None = None) -> None:
         self.key = key
         self.agent = agent
@@ -55,16 +55,16 @@ class Learner:
 class Learners:
     """The learners one process holds, by key; :meth:`prepare` starts each as its task says."""
 
-    def __init__(self, agents: Mapping[str, AgentInterface]) -> None:
-        self.agents = agents
+    def __init__(self, populations: Mapping[str, PopulationAlgorithm]) -> None:
+        self.populations = populations
         self.held: dict[str, Learner] = {}
-        self.population_of = {seat: population for population, agent in agents.items()
+        self.population_of = {seat: population for population, agent in populations.items()
                               for seat in agent.space.agents}
 
     def team_of(self, spec: LearnerSpec) -> tuple[str, ...]:
         """The populations whose seats ``spec`` plays, its own first (a seat of its own
         population is its own, even where other populations map to that seat too)."""
-        own = self.agents[spec.population].space.agents
+        own = self.populations[spec.population].space.agents
         others = [seat for seat in spec.seats if seat not in own]
         unknown = [seat for seat in others if seat not in self.population_of]
         if unknown:
@@ -105,8 +105,8 @@ class Learners:
 
     def _check_team(self, spec: LearnerSpec, team: tuple[str, ...]) -> None:
         """A team's members share the lead's algorithm, which reads the joint view."""
-        lead = self.agents[spec.population]
-        others = [p for p in team[1:] if self.agents[p].algorithm_name != lead.algorithm_name]
+        lead = self.populations[spec.population]
+        others = [p for p in team[1:] if self.populations[p].algorithm_name != lead.algorithm_name]
         if others:
             raise LearnerError(f"learner {spec.key}: a team over populations {', '.join(team)} trains with one "
                                f"algorithm, and {', '.join(others)} do not use {lead.algorithm_name}")
@@ -122,24 +122,24 @@ class Learners:
              weights: Mapping[str, Weights | None] | None = None, warm_start: bool = False) -> Learner:
         """A learner of ``team`` (its lead first): each member's policy (with ``weights``
         where given), the lead's algorithm's trainer over all of them."""
-        lead = self.agents[team[0]]
+        lead = self.populations[team[0]]
         weights = weights or {}
-        members = {p: self.agents[p].make_policy(seed=seed) for p in team[1:]}
+        members = {p: self.populations[p].make_policy(seed=seed) for p in team[1:]}
         for population, policy in members.items():
             if weights.get(population) is not None:
                 policy.set_weights(weights[population])  # type: ignore[arg-type]
         policy, trainer = lead.new_learner(seed=seed, weights=weights.get(team[0]), warm_start=warm_start,
                                            seats=seats, team=members,
-                                           spaces={p: self.agents[p].space for p in team})
+                                           spaces={p: self.populations[p].space for p in team})
         return Learner(key=key, agent=lead, policy=policy, trainer=trainer, seed=seed, members=members)
 
     def rebuild(self, state: LearnerState, *, seats: tuple[str, ...] = ()) -> Learner:
         """A learner exactly as ``state`` was taken (not held until :meth:`prepare`),
         playing ``seats`` (default: its population's)."""
-        missing = [p for p in (state.population, *state.members) if p not in self.agents]
+        missing = [p for p in (state.population, *state.members) if p not in self.populations]
         if missing:
             raise LearnerError(f"learner {state.key}: saved for population {', '.join(missing)}, which this run "
-                               f"does not have (populations: {', '.join(self.agents)})")
+                               f"does not have (populations: {', '.join(self.populations)})")
         team = (state.population, *state.members)
         learner = self._new(state.key, team, seed=state.seed, seats=seats,
                             weights={state.population: state.weights, **state.members})

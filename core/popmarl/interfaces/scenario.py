@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from popmarl.config.schema import RunConfig
     from popmarl.data.population import AgentMapping
     from popmarl.data.run import RunInfo
-    from popmarl.interfaces.agent import AgentInterface
+    from popmarl.interfaces.population_algorithm import PopulationAlgorithm
     from popmarl.interfaces.algorithm import PolicySpace
     from popmarl.interfaces.backend import Backend
     from popmarl.interfaces.env import Env
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 @attrs.frozen(kw_only=True)
 class RunContext:
     """What a scenario works with: the built components (``agents``: each population's
-    :class:`~popmarl.interfaces.agent.AgentInterface`, i.e. its algorithm and spaces), the run
+    :class:`~popmarl.interfaces.population_algorithm.PopulationAlgorithm`, i.e. its algorithm and spaces), the run
     directory, the hooks."""
 
     config: RunConfig
@@ -36,7 +36,7 @@ class RunContext:
     run_dir: RunDirectory
     hooks: Hooks
     env: Env
-    agents: Mapping[str, AgentInterface]
+    populations: Mapping[str, PopulationAlgorithm]
     solver: MetaSolver
     backend: Backend
     mapping: AgentMapping
@@ -59,13 +59,13 @@ class Scenario(Component):
         """Raise a :class:`~popmarl.errors.ConfigError` for a config this scenario cannot
         run as written; called before the backend starts or anything is written."""
 
-    def check_agents(self, agents: Mapping[str, AgentInterface]) -> None:
+    def check_populations(self, populations: Mapping[str, PopulationAlgorithm]) -> None:
         """Raise a :class:`~popmarl.errors.ConfigError` for populations whose algorithms
         this scenario cannot use (e.g. one that does not learn where learning is the
         point); called with the built algorithms, before anything is written."""
 
     def check_solver(self, solver: MetaSolver, *, mapping: AgentMapping,
-                     agents: Mapping[str, AgentInterface], config: RunConfig) -> None:
+                     populations: Mapping[str, PopulationAlgorithm], config: RunConfig) -> None:
         """Raise a :class:`~popmarl.errors.ConfigError` for a meta-solver this scenario
         cannot use with these populations (e.g. a joint solver with a shared population);
         called before anything is written."""

@@ -14,7 +14,7 @@ from typing import Any
 
 from popmarl.interfaces.algorithm import Algorithm, PolicySpace, check_state
 from popmarl.interfaces.backend import Backend, Components, RunSetup
-from popmarl.interfaces.agent import AgentInterface
+from popmarl.interfaces.population_algorithm import PopulationAlgorithm
 from popmarl.config.schema import ComponentConfig, RunConfig, dump, population_algorithms, to_dict, validate
 from popmarl.interfaces.env import Env
 from popmarl.interfaces.env_traits import traits_of
@@ -177,14 +177,15 @@ def _run(config: RunConfig, out: str | None, *, resume: str | None, registries: 
     resuming = resume is not None and run_dir.state_file.is_file()
     scenario.resuming = resuming
     scenario.check(config=config, mapping=mapping)
-    agents = {p: AgentInterface(space=spaces[p], algorithm=algorithms[p], env=env, algorithm_name=specs[p].name)
-              for p in mapping.populations}
-    scenario.check_agents(agents)
-    scenario.check_solver(solver, mapping=mapping, agents=agents, config=config)
+    populations = {p: PopulationAlgorithm(space=spaces[p], algorithm=algorithms[p], env=env,
+                                          algorithm_name=specs[p].name)
+                   for p in mapping.populations}
+    scenario.check_populations(populations)
+    scenario.check_solver(solver, mapping=mapping, populations=populations, config=config)
     if (config.training.self_play or 0) > 0 and len({(s.observation_space, s.action_space) for s in spaces.values()}) > 1:
         raise ConfigError("training.self_play: copies of a learner can play the other seats only when all populations share "
                           "observation and action spaces; set it to 0 for this env")
-    for agent in agents.values():  # last: an exact oracle's check may enumerate the game
+    for agent in populations.values():  # last: an exact oracle's check may enumerate the game
         check_state(agent.algorithm, env, population=agent.population, algorithm_name=agent.algorithm_name)
         agent.algorithm.check(env=env, space=agent.space)
     hooks = Hooks(make_plugin_manager(trackers))  # a broken hook plugin stops the run here
@@ -212,7 +213,7 @@ def _run(config: RunConfig, out: str | None, *, resume: str | None, registries: 
         info = RunInfo(run_dir=str(run_dir.path), scenario=config.scenario.name, seed=config.seed,
                        config=resolved, populations=mapping.populations, resumed=resuming,
                        start_iteration=start_iteration)
-        context = RunContext(config=config, info=info, run_dir=run_dir, hooks=hooks, env=env, agents=agents,
+        context = RunContext(config=config, info=info, run_dir=run_dir, hooks=hooks, env=env, populations=populations,
                              solver=solver, backend=backend, mapping=mapping, spaces=spaces, resume=resuming)
         with session(run_dir.path):  # .process.json, removed once the summary is written
             return scenario.run(context)

@@ -204,7 +204,7 @@ class IterativeScenario(Scenario, Generic[S]):
         checkpoint, nor a copy the run keeps for the backend only)."""
         ctx = self.ctx
         population = pid.rsplit("/", 1)[0]
-        self.policies[pid] = ctx.agents[population].frozen(weights)
+        self.policies[pid] = ctx.populations[population].frozen(weights)
         ctx.backend.add_policy(pid, weights)
         if announce:
             ctx.run_dir.save_policy(pid, weights)

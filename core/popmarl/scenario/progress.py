@@ -65,7 +65,7 @@ def one_team(ctx: RunContext) -> bool:
     all train as one team (:attr:`~popmarl.interfaces.algorithm.Algorithm.trains_team`)."""
     if ctx.info.scenario != "marl" or ctx.env.zero_sum:
         return False
-    agents = list(ctx.agents.values())
+    agents = list(ctx.populations.values())
     return len(ctx.mapping.populations) == 1 or bool(agents) and all(a.algorithm.trains_team for a in agents)
 
 

@@ -13,7 +13,7 @@ import numpy as np
 import popmarl
 import pytest
 from popmarl.interfaces.algorithm import PolicySpace
-from popmarl.interfaces.agent import AgentInterface
+from popmarl.interfaces.population_algorithm import PopulationAlgorithm
 from popmarl.engine.learners import Learners
 from popmarl.data.episodes import Episode
 from popmarl.data.seeds import seed32
@@ -141,7 +141,7 @@ def test_marl_co_learning_episodes_bootstrap_from_the_observation_at_the_cut() -
     env = _spread()
     ppo = popmarl.algorithms.load("ppo")(batch_size=16, epochs=1)
     spaces = {a: _ppo_space(env, (a,), a) for a in env.agents}
-    learners = Learners({a: AgentInterface(space=spaces[a], algorithm=ppo, env=env) for a in env.agents})
+    learners = Learners({a: PopulationAlgorithm(space=spaces[a], algorithm=ppo, env=env) for a in env.agents})
     initial = {f"{a}/0": ppo.initial_policy(space=spaces[a], seed=k) for k, a in enumerate(env.agents)}
     seen: dict[str, list[Episode]] = {a: [] for a in env.agents}
     for agent in env.agents:  # start each learner, then record what its trainer is given

@@ -12,7 +12,7 @@ import numpy as np
 import ray
 
 import popmarl
-from popmarl.interfaces.agent import AgentInterface
+from popmarl.interfaces.population_algorithm import PopulationAlgorithm
 from popmarl.interfaces.algorithm import PolicySpace, TrainerContext
 from popmarl.engine.learners import Learners
 from popmarl.data.episodes import Episode, EpisodeBatch
@@ -65,7 +65,7 @@ def _task_and_learners() -> tuple[TrainTask, Learners, dict[str, Any]]:
     env = popmarl.envs.load("matrix")(game="rps")
     spaces = {a: PolicySpace(population=a, agents=(a,), observation_space=env.observation_space(a),
                              action_space=env.action_space(a)) for a in env.agents}
-    learners = Learners({a: AgentInterface(space=s, algorithm=RecordingBandit(), env=env) for a, s in spaces.items()})
+    learners = Learners({a: PopulationAlgorithm(space=s, algorithm=RecordingBandit(), env=env) for a, s in spaces.items()})
     frozen = BanditPolicy(3)
     frozen.q[:] = [0.0, 1.0, 0.0]  # always paper
     spec = LearnerSpec(key="player_0", population="player_0", seats=("player_0",), seed=0,

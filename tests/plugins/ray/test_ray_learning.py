@@ -17,7 +17,7 @@ import ray
 import learning_schedule
 import popmarl
 from learning_schedule import ScheduleAlgorithm
-from popmarl.interfaces.agent import AgentInterface
+from popmarl.interfaces.population_algorithm import PopulationAlgorithm
 from popmarl.interfaces.algorithm import PolicySpace, TrainerContext
 from popmarl.engine.learners import Learners
 from popmarl.gametheory.payoffs import PayoffTable
@@ -114,7 +114,7 @@ def test_on_policy_learner_updates_only_on_episodes_of_its_current_version(on_po
     key = stream_of(attempt, "player_0")
     algorithm = type("Recording", (_Recording,), {"on_policy": on_policy})()
     algorithm.trainer = _RecordingTrainer(params, data, key)
-    learners = Learners({"player_0": AgentInterface(space=space, algorithm=algorithm, env=env)})
+    learners = Learners({"player_0": PopulationAlgorithm(space=space, algorithm=algorithm, env=env)})
     spec = LearnerSpec(key="player_0", population="player_0", seats=("player_0",), seed=0,
                        snapshot=PolicySpec(policy_id="player_0/1", population="player_0", algorithm="recording",
                                            iteration=1))

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 import popmarl
-from popmarl.interfaces.agent import AgentInterface
+from popmarl.interfaces.population_algorithm import PopulationAlgorithm
 from popmarl.interfaces.algorithm import Algorithm, PolicySpace, TrainerContext
 from popmarl.interfaces.env import Env, Step, VectorEnv
 from popmarl.interfaces.policy import Policy
@@ -175,7 +175,7 @@ def train_against(env: Env, algo: Algorithm, seat: str, opponents: Mapping[str, 
     task = TrainTask(learners=(LearnerSpec(key=seat, population=seat, seats=(seat,), seed=seed, snapshot=snapshot),),
                      seed=seed, opponents=MetaStrategy.independent(seats),
                      budget=TrainBudget(max_env_steps=steps, episodes_per_update=episodes_per_update))
-    learners = Learners({seat: AgentInterface(space=policy_space, algorithm=algo, env=env)})
+    learners = Learners({seat: PopulationAlgorithm(space=policy_space, algorithm=algo, env=env)})
     (frozen,) = run_task(task, learners=learners, rollout=RolloutWorker(env=env, num_envs=num_envs),
                          policy_of=lookup.__getitem__).policies
     policy = algo.make_policy(space=policy_space, seed=0)

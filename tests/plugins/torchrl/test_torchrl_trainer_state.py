@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import popmarl
-from popmarl.interfaces.agent import AgentInterface
+from popmarl.interfaces.population_algorithm import PopulationAlgorithm
 from popmarl.interfaces.algorithm import PolicySpace
 from popmarl.interfaces.env import Env
 from popmarl.errors import CheckpointError
@@ -28,7 +28,7 @@ from testkit.team_configs import PARAMS
 def _team(env: Env, name: str, **params: Any) -> Learners:
     """Every seat its own population (``per_player``), all of algorithm ``name``."""
     algorithm = popmarl.algorithms.load(name)(**{**PARAMS[name], **params})
-    return Learners({seat: AgentInterface(space=PolicySpace(population=seat, agents=(seat,),
+    return Learners({seat: PopulationAlgorithm(space=PolicySpace(population=seat, agents=(seat,),
                                                             observation_space=env.observation_space(seat),
                                                             action_space=env.action_space(seat)),
                                           algorithm=algorithm, env=env, algorithm_name=name)

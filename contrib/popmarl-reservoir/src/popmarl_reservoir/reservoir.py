@@ -74,8 +74,8 @@ class ReservoirSelfPlay(IterativeScenario[ReservoirState]):
             raise ConfigError(f"training.{unused[0]}: not used by scenario reservoir_self_play (its learner trains "
                               "for max_env_steps, max_episodes or max_wall_time_s each iteration); remove it")
 
-    def check_agents(self, agents: Mapping[str, Any]) -> None:
-        for population, agent in agents.items():
+    def check_populations(self, populations: Mapping[str, Any]) -> None:
+        for population, agent in populations.items():
             if not agent.learns:
                 raise ConfigError(f"algorithm: {agent.algorithm_name} (population {population}) does not learn; "
                                   "scenario reservoir_self_play trains its population (e.g. dqn, ppo, softmax_pg)")
@@ -83,14 +83,14 @@ class ReservoirSelfPlay(IterativeScenario[ReservoirState]):
     def start(self) -> ReservoirState:
         population = self.ctx.mapping.populations[0]
         first = f"{population}/0"
-        self.publish(first, self.ctx.agents[population].initial_policy(seed=self.ctx.config.seed).get_weights())
+        self.publish(first, self.ctx.populations[population].initial_policy(seed=self.ctx.config.seed).get_weights())
         return ReservoirState(policies=[first], reservoir=[first])
 
     def iterate(self, state: ReservoirState, iteration: int) -> Work:
         ctx, pop, reservoir = self.ctx, self.ctx.mapping.populations[0], state.reservoir
         agents, seed = ctx.env.agents, ctx.config.seed
         snapshot = PolicySpec(policy_id=f"{pop}/{iteration}", population=pop,
-                              algorithm=ctx.agents[pop].algorithm_name, iteration=iteration)
+                              algorithm=ctx.populations[pop].algorithm_name, iteration=iteration)
         if state.restoring:
             init = LearnerInit.restore(state.learners[pop])
         elif pop in state.learners:

@@ -40,7 +40,7 @@ class LeagueGames(LeagueBase):
             init = LearnerInit()
         training = ctx.config.training
         # A round is a fixed number of env steps (no plateau rule: players never stop learning).
-        budget = training.budget(opponent_exploration(ctx.agents[player.population].algorithm, ctx.env),
+        budget = training.budget(opponent_exploration(ctx.populations[player.population].algorithm, ctx.env),
                                  follows_learning=False, max_env_steps=self.steps_per_round)
         learner = LearnerSpec(key=player.key, population=player.population, seats=seats, one_seat=True,
                               seed=player.seed, init=init)

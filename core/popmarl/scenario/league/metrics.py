@@ -40,7 +40,7 @@ class LeagueOutputs(LeagueBase):
 
     def _main_profile(self, state: LeagueState) -> MixedProfile:
         ctx = self.ctx
-        policies = {p: ctx.agents[p].frozen(w) for p, w in self._main_weights(state).items()}
+        policies = {p: ctx.populations[p].frozen(w) for p, w in self._main_weights(state).items()}
         return {a: [(policies[ctx.mapping.population_of[a]], 1.0)] for a in ctx.env.agents}
 
     def finish(self, state: LeagueState) -> None:

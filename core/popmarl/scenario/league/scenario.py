@@ -46,7 +46,7 @@ import attrs
 from popmarl.config.schema import ComponentConfig, RunConfig
 from popmarl.data.population import AgentMapping
 from popmarl.errors import ConfigError
-from popmarl.interfaces.agent import AgentInterface
+from popmarl.interfaces.population_algorithm import PopulationAlgorithm
 from popmarl.interfaces.solver import JointMetaSolver, MetaSolver
 from popmarl.plugins.registry import Registries
 from popmarl.runs.runner import build
@@ -84,15 +84,15 @@ class League(LeagueGames, LeagueOutputs):
             raise ConfigError("scenario.params.steps_per_round: set both it and training.max_env_steps (each "
                               "player's env steps per round); keep one")
 
-    def check_agents(self, agents: Mapping[str, AgentInterface]) -> None:
-        for population, agent in agents.items():
+    def check_populations(self, populations: Mapping[str, PopulationAlgorithm]) -> None:
+        for population, agent in populations.items():
             if not agent.learns or agent.answers:
                 what = "is an exact oracle" if agent.answers else "does not learn"
                 raise ConfigError(f"algorithm: {agent.algorithm_name} (population {population}) {what}; a league's "
                                   "players learn (e.g. dqn, ppo, a2c)")
 
     def check_solver(self, solver: MetaSolver, *, mapping: AgentMapping,
-                     agents: Mapping[str, AgentInterface], config: RunConfig) -> None:
+                     populations: Mapping[str, PopulationAlgorithm], config: RunConfig) -> None:
         output, name = _output_solver(config, solver)
         if isinstance(output, JointMetaSolver):
             raise ConfigError(f"solver: {name} gives a joint distribution; a league's output is one "

@@ -121,7 +121,7 @@ class LeagueBase(IterativeScenario[LeagueState]):
         for player in players:  # each main agent's initial policy is the league's first frozen players
             if player.role == "main_agent":
                 pid = policy_id(player.population, len(frozen[player.population]))
-                self.publish(pid, ctx.agents[player.population].make_policy(seed=player.seed).get_weights())
+                self.publish(pid, ctx.populations[player.population].make_policy(seed=player.seed).get_weights())
                 frozen[player.population].append(Frozen(policy_id=pid, parent=player.key, role=player.role))
                 table.add(pid)
         state = LeagueState(iteration=0, players=players, frozen=frozen, table=table,
@@ -143,7 +143,7 @@ class LeagueBase(IterativeScenario[LeagueState]):
         """A player's weights now: its learner's, or its initial ones (new, or just reset)."""
         if player.key in state.learners:
             return state.learners[player.key].weights
-        return self.ctx.agents[player.population].make_policy(seed=player.seed).get_weights()
+        return self.ctx.populations[player.population].make_policy(seed=player.seed).get_weights()
 
     def _opposition(self, state: LeagueState, population: str) -> Opposition:
         opposing = self._opposing(population)

@@ -16,7 +16,7 @@ import yaml
 from popmarl.config.conversion import did_you_mean, structure_attrs
 from popmarl.config.schema import ComponentConfig
 from popmarl.errors import ConfigError, UserError
-from popmarl.interfaces.agent import AgentInterface
+from popmarl.interfaces.population_algorithm import PopulationAlgorithm
 from popmarl.runs.rundir import RunDirectory
 from popmarl.runs.runner import build
 from popmarl.tools.loaded_run import load_run
@@ -91,7 +91,7 @@ def frozen_runs(frozen: Mapping[str, str | Mapping[str, Any]]) -> dict[str, Froz
 
 
 def read_sources(frozen: Mapping[str, str | Mapping[str, Any]],
-                 agents: Mapping[str, AgentInterface]) -> dict[str, RunSource]:
+                 populations: Mapping[str, PopulationAlgorithm]) -> dict[str, RunSource]:
     """Each frozen population's mixture read from its run (a missing policy file or
     directory is an error here, before anything is written)."""
     runs = frozen_runs(frozen)
@@ -99,7 +99,7 @@ def read_sources(frozen: Mapping[str, str | Mapping[str, Any]],
         if isinstance(source, str) and source != "initial" and not Path(source).exists():
             raise ConfigError(f"scenario.params.frozen.{population}: no such policy file or run directory: "
                               f"{source}; allowed: {FROZEN_ALLOWED}")
-    return {population: _read_source(population, spec, agents[population]) for population, spec in runs.items()}
+    return {population: _read_source(population, spec, populations[population]) for population, spec in runs.items()}
 
 
 def load_frozen(path: str, population: str) -> dict[str, np.ndarray]:
@@ -129,7 +129,7 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split())
 
 
-def _read_source(population: str, spec: FrozenRun, agent: AgentInterface) -> RunSource:
+def _read_source(population: str, spec: FrozenRun, agent: PopulationAlgorithm) -> RunSource:
     """``spec``'s population and meta-strategy (its support), checked against this run's
     seats of ``population``: the same spaces, and the same algorithm (name and params),
     which rebuilds its policies as that run built them."""

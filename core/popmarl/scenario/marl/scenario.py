@@ -32,7 +32,7 @@ from popmarl.data.seeds import stream_seed
 from popmarl.data.meta_strategy import MetaStrategy
 from popmarl.data.tasks import TrainResult, TrainTask
 from popmarl.errors import ConfigError
-from popmarl.interfaces.agent import AgentInterface
+from popmarl.interfaces.population_algorithm import PopulationAlgorithm
 from popmarl.scenario.base import Work
 from popmarl.scenario.marl.evaluation import evaluate, frozen_plays, nash_conv, seat_mixtures
 from popmarl.scenario.marl.frozen_runs import frozen_runs, read_sources
@@ -70,7 +70,7 @@ class MARL(MARLBase):
                               f"populations: {', '.join(mapping.populations)}")
         if set(mapping.populations) <= set(self.config.frozen):
             raise ConfigError("scenario.params.frozen: every population is frozen; nothing would learn")
-        frozen_runs(self.config.frozen)  # their form; what they name is read by check_agents
+        frozen_runs(self.config.frozen)  # their form; what they name is read by check_populations
         # Set in a marl run, these would be silently ignored; a value equal to the default
         # cannot be told from an unset one, and changes nothing either.
         psro_only = config.training.given(PSRO_ONLY_TRAINING)
@@ -84,12 +84,12 @@ class MARL(MARLBase):
         if config.solver != attrs.fields(RunConfig).solver.default:
             raise _psro_only("solver", "marl has no meta-game to solve: every population plays its newest policy")
 
-    def check_agents(self, agents: Mapping[str, AgentInterface]) -> None:
+    def check_populations(self, populations: Mapping[str, PopulationAlgorithm]) -> None:
         """Every population that is not frozen co-learns: its algorithm must train (one
         that makes no trainer would leave its policy as it started, silently) and not be
         an exact oracle (which answers a fixed opponent, it does not co-learn)."""
-        named = len({a.algorithm_name for a in agents.values()}) > 1
-        for population, agent in agents.items():
+        named = len({a.algorithm_name for a in populations.values()}) > 1
+        for population, agent in populations.items():
             if population in self.config.frozen:
                 continue
             where = f"algorithm.{population}" if named else "algorithm"
@@ -99,7 +99,7 @@ class MARL(MARLBase):
                                   "population not in scenario.params.frozen with a learning algorithm "
                                   "(e.g. dqn, ppo, a2c)")
         if not self.resuming:  # a resumed run has its copies: the other runs are not read again
-            read_sources(self.config.frozen, agents)  # that they exist and fit (read again at the start)
+            read_sources(self.config.frozen, populations)  # that they exist and fit (read again at the start)
 
     # -- an iteration -----------------------------------------------------------------
     def iterate(self, state: MARLState, iteration: int) -> Work:
@@ -172,7 +172,7 @@ class MARL(MARLBase):
             else:
                 init = LearnerInit.start_from(state.policies[population][0])
             snapshot, *others = [PolicySpec(policy_id=policy_id(p, iteration), population=p,
-                                            algorithm=ctx.agents[p].algorithm_name, iteration=iteration) for p in team]
+                                            algorithm=ctx.populations[p].algorithm_name, iteration=iteration) for p in team]
             seats = tuple(seat for p in team for seat in ctx.mapping.agents_of(p))
             k = ctx.mapping.populations.index(population)
             specs.append(LearnerSpec(key=population, population=population, seats=seats,

@@ -76,14 +76,14 @@ class MARLBase(IterativeScenario[MARLState]):
         every learning population where they all use one algorithm that trains teams
         (:attr:`~popmarl.interfaces.algorithm.Algorithm.trains_team`), else one learner each."""
         learning = self._learners()
-        agents = [self.ctx.agents[p] for p in learning]
+        agents = [self.ctx.populations[p] for p in learning]
         if len(learning) > 1 and len({a.algorithm_name for a in agents}) == 1 and agents[0].algorithm.trains_team:
             return (learning,)
         return tuple((p,) for p in learning)
 
     def start(self) -> MARLState:
         ctx = self.ctx
-        sources = read_sources(self.config.frozen, ctx.agents)
+        sources = read_sources(self.config.frozen, ctx.populations)
         policies: dict[str, list[str]] = {}
         mixtures: dict[str, list[float]] = {}
         for k, population in enumerate(ctx.mapping.populations):
@@ -95,7 +95,7 @@ class MARLBase(IterativeScenario[MARLState]):
                     self.publish(pid, weights)
                 mixtures[population] = copied.mixture.tolist()
                 continue
-            policy = ctx.agents[population].make_policy(seed=stream_seed(ctx.config.seed, "marl.initial", k))
+            policy = ctx.populations[population].make_policy(seed=stream_seed(ctx.config.seed, "marl.initial", k))
             weights = policy.get_weights()
             source = self.config.frozen.get(population, "initial")
             if isinstance(source, str) and source != "initial":

@@ -32,7 +32,7 @@ from popmarl.data.policies import Weights
 from popmarl.data.population import AgentMapping, policy_id
 from popmarl.engine.kept_weights import keep_best_problem
 from popmarl.errors import ConfigError
-from popmarl.interfaces.agent import AgentInterface
+from popmarl.interfaces.population_algorithm import PopulationAlgorithm
 from popmarl.interfaces.solver import JointMetaSolver, MetaSolver
 from popmarl.scenario.base import Work
 from popmarl.scenario.psro.metrics import IterationWork, PSROMetrics
@@ -65,9 +65,9 @@ class PSRO(PSROTasks, PSROMetrics):
                 raise ConfigError(f"training.window: {problem}")
 
     def check_solver(self, solver: MetaSolver, *, mapping: AgentMapping,
-                     agents: Mapping[str, AgentInterface], config: RunConfig) -> None:
+                     populations: Mapping[str, PopulationAlgorithm], config: RunConfig) -> None:
         if config.training.pipeline > 1:
-            exact = sorted(a.algorithm_name for a in agents.values() if a.answers)
+            exact = sorted(a.algorithm_name for a in populations.values() if a.answers)
             if exact:
                 raise ConfigError(f"training.pipeline: {exact[0]} answers exactly, at once; a pipeline of best "
                                   "responses is for learning algorithms (set training.pipeline: 1)")
@@ -80,7 +80,7 @@ class PSRO(PSROTasks, PSROMetrics):
             if len(mapping.agents_of(population)) > 1:
                 raise ConfigError(f"agents.mapping: joint meta-solvers (ce, cce) need one population per seat; population "
                                   f"{population} plays {', '.join(mapping.agents_of(population))} (use per_player)")
-            agent = agents[population]
+            agent = populations[population]
             if agent.answers and not agent.algorithm.answers_correlated:
                 raise ConfigError(f"algorithm: {agent.algorithm_name} answers exactly against one mixture per seat only, "
                                   "not the correlated opponents of the ce and cce solvers")

@@ -69,7 +69,7 @@ class PSROBase(IterativeScenario[PSROState]):
         ctx = self.ctx
         policies: dict[str, list[str]] = {}
         for k, population in enumerate(ctx.mapping.populations):
-            policy = ctx.agents[population].initial_policy(seed=stream_seed(ctx.config.seed, "psro.initial", k))
+            policy = ctx.populations[population].initial_policy(seed=stream_seed(ctx.config.seed, "psro.initial", k))
             pid = policy_id(population, 0)
             self.publish(pid, policy.get_weights())
             policies[population] = [pid]

@@ -39,12 +39,12 @@ class PSROTasks(PSROJoint):
         training = ctx.config.training
         warm = training.init == "previous" and recommendation == 0 and key is None
         from_newest = training.init == "newest_weights"
-        budget = training.budget(opponent_exploration(ctx.agents[population].algorithm, ctx.env),
+        budget = training.budget(opponent_exploration(ctx.populations[population].algorithm, ctx.env),
                                  episode_steps=traits_of(ctx.env).episode_steps,
                                  self_play=0.0 if opponents.joint_agents else self._self_play())
         spec = None if level else PolicySpec(
             policy_id=policy_id(population, len(state.policies[population]) + recommendation), population=population,
-            algorithm=ctx.agents[population].algorithm_name, iteration=iteration)
+            algorithm=ctx.populations[population].algorithm_name, iteration=iteration)
         seed = stream_seed(ctx.config.seed, "psro.train", iteration, k, recommendation + level)
         pipelined = key is not None
         if key is not None:
@@ -70,7 +70,7 @@ class PSROTasks(PSROJoint):
         asked = {k: BestResponseTask(population=spec.population, seed=spec.seed, snapshot=spec.snapshot,
                                      opponents=task.opponents)
                  for k, task in enumerate(tasks) for spec in task.learners
-                 if len(task.learners) == 1 and spec.snapshot is not None and ctx.agents[spec.population].answers}
+                 if len(task.learners) == 1 and spec.snapshot is not None and ctx.populations[spec.population].answers}
         answers = dict(zip(asked, ctx.backend.best_respond(list(asked.values())))) if asked else {}
         results = {k: TrainResult(policies=(answer.policy,), learner_metrics={tasks[k].learners[0].key: {}},
                                   metrics={"train_time_s": answer.seconds})
@@ -83,7 +83,7 @@ class PSROTasks(PSROJoint):
     def _self_play(self) -> float:
         """A best response's share of self-play episodes when ``training.self_play`` is unset
         (:func:`popmarl.interfaces.algorithm.default_self_play`)."""
-        return default_self_play(self.ctx.env, [agent.space for agent in self.ctx.agents.values()])
+        return default_self_play(self.ctx.env, [agent.space for agent in self.ctx.populations.values()])
 
     def _init(self, state: PSROState, population: str, warm: bool, from_newest: bool) -> LearnerInit:
         """A new learner on the population's newest weights (``newest_weights``; fresh while

@@ -133,7 +133,7 @@ class RolloutWorkerActor(_Actor):
             return ExploreReport(env_steps=0, episodes=0, version=held[0][1], accepted=True)
         if chunk >= 0:  # lock step: seeded by version, as the local backend's round of that version
             seed = lockstep_seed(task.seed, held[0][1], chunk)
-        agents, population_of = self.executor.agents, self.executor.learners.population_of
+        agents, population_of = self.executor.populations, self.executor.learners.population_of
         seatings = []
         for spec, entry in zip(task.learners, acting):
             assert entry is not None
@@ -162,7 +162,7 @@ class RolloutWorkerActor(_Actor):
             version, (ref,) = pulled
             weights = ray.get(ref)
             if members is None:
-                members = {p: self.executor.agents[p].make_policy(seed=task.seed) for p in weights}
+                members = {p: self.executor.populations[p].make_policy(seed=task.seed) for p in weights}
             for population, policy in members.items():
                 policy.set_weights(writable(weights[population]))
             self._acting.pop(stream, None)

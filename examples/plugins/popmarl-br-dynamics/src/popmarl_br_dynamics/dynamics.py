@@ -43,15 +43,15 @@ class BestResponseDynamics(IterativeScenario[DynamicsState]):
 
     State = DynamicsState
 
-    def check_agents(self, agents: Mapping[str, Any]) -> None:
-        for population, agent in agents.items():
+    def check_populations(self, populations: Mapping[str, Any]) -> None:
+        for population, agent in populations.items():
             if not agent.answers:
                 raise ConfigError(f"algorithm: {agent.algorithm_name} (population {population}) gives no exact best "
                                   "response; scenario best_response_dynamics needs one, e.g. exact_matrix_br")
 
     def start(self) -> DynamicsState:
         policies = {}
-        for population, agent in self.ctx.agents.items():
+        for population, agent in self.ctx.populations.items():
             pid = f"{population}/0"
             self.publish(pid, agent.initial_policy(seed=self.ctx.config.seed).get_weights())
             policies[population] = [pid]
@@ -64,7 +64,7 @@ class BestResponseDynamics(IterativeScenario[DynamicsState]):
                                   snapshot=PolicySpec(policy_id=f"{pop}/{iteration}", population=pop,
                                                       algorithm=agent.algorithm_name, iteration=iteration),
                                   opponents=MetaStrategy.pure(newest))
-                 for k, (pop, agent) in enumerate(ctx.agents.items())]
+                 for k, (pop, agent) in enumerate(ctx.populations.items())]
         for task, answer in zip(tasks, ctx.backend.best_respond(tasks)):
             if answer.policy is None:
                 raise ConfigError(f"algorithm of population {task.population}: declined to answer")

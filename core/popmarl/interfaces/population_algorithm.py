@@ -1,4 +1,4 @@
-"""AgentInterface: one per population, its spaces and its own algorithm."""
+"""PopulationAlgorithm: one per population, its spaces and its own algorithm."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ class LearnerError(PopmarlError):
     """A task names a learner that cannot be started as asked."""
 
 
-class AgentInterface:
+class PopulationAlgorithm:
     """What a population's policies are made by: its algorithm (registered as
     ``algorithm_name``), over its spaces. Each population may have its own algorithm
     (``algorithm: {population: component}``)."""
