@@ -45,6 +45,7 @@ solvers: Registry
 backends: Registry
 trackers: Registry
 ratings: Registry
+models: Registry
 
 
 def _api_names() -> list[str]:

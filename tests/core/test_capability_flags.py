@@ -8,13 +8,16 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
+import attrs
 import pytest
 
 import popmarl
 from popmarl.builtin.matrix_env import MatrixEnv
 from popmarl.cli.plugins import check_cell
 from popmarl.interfaces.population_algorithm import PopulationAlgorithm
+from popmarl.errors import ConfigError
 from popmarl.interfaces.algorithm import Algorithm, PolicySpace, TrainerContext, flag_problems
+from popmarl.interfaces.spaces import Box
 from popmarl.plugins.check import Target, check
 
 
@@ -109,12 +112,19 @@ def test_every_registered_algorithms_flags_agree_with_what_it_implements() -> No
 
 def test_make_trainer_takes_its_context_for_every_registered_algorithm() -> None:
     """Every registered algorithm that learns is built with its defaults and starts a
-    learner on rock-paper-scissors: its make_trainer is called with the learner's context
+    learner on rock-paper-scissors (one that refuses discrete actions, ``sac``, on a
+    bounded Box of the same seat): its make_trainer is called with the learner's context
     (a keyword it must take, with no default); one that does not learn is not asked."""
     env = MatrixEnv(game="rps")
-    space = _space(env, env.agents[0])
+    discrete = _space(env, env.agents[0])
+    continuous = attrs.evolve(discrete, action_space=Box(shape=(1,), low=-1.0, high=1.0))
     for name in popmarl.algorithms.names():
         cls = popmarl.algorithms.load(name)
+        try:
+            cls().make_policy(space=discrete, seed=0)
+            space = discrete
+        except ConfigError:
+            space = continuous
         parameter = inspect.signature(cls.make_trainer).parameters.get("context")
         assert parameter is not None and parameter.kind is inspect.Parameter.KEYWORD_ONLY, name
         assert parameter.default is inspect.Parameter.empty, name

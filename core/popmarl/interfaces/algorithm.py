@@ -147,6 +147,13 @@ class Algorithm(Component):
         (:mod:`popmarl.interfaces.env_traits`; None: an env not known)."""
         return {}
 
+    def describe(self, space: PolicySpace) -> str:
+        """One line for the run's log about how this algorithm builds its policies for
+        ``space`` (e.g. which network model each of its networks got, and why), printed
+        once per run as ``popmarl: <algorithm> (<populations>): <line>``; ``""`` (the
+        default) prints nothing."""
+        return ""
+
     def check(self, *, env: Env, space: PolicySpace) -> None:
         """Raise a :class:`~popmarl.errors.ConfigError` (one line naming the key to change)
         for an env or population this algorithm cannot work with, e.g. an exact oracle on

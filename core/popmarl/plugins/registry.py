@@ -25,7 +25,7 @@ import attrs
 
 from popmarl.errors import PluginError, UnknownComponentError
 
-KINDS = ("scenarios", "algorithms", "envs", "solvers", "backends", "trackers", "ratings")
+KINDS = ("scenarios", "algorithms", "envs", "solvers", "backends", "trackers", "ratings", "models")
 STRICT_ENV = "POPMARL_STRICT_PLUGINS"
 
 #: Where a popmarl checkout keeps its plugins, one directory each (``plugins/<name>``), if

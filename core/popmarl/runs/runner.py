@@ -107,6 +107,19 @@ def describe_env_defaults(before: Mapping[str, ComponentConfig], after: Mapping[
             for (name, values), names in populations.items()]
 
 
+def describe_algorithms(algorithms: Mapping[str, Algorithm], specs: Mapping[str, ComponentConfig],
+                        spaces: Mapping[str, PolicySpace]) -> list[str]:
+    """Lines for the run's log: what each population's algorithm says of how it builds
+    its policies (:meth:`~popmarl.interfaces.algorithm.Algorithm.describe`, e.g. the
+    network model of each network), one line per algorithm and text."""
+    populations: dict[tuple[str, str], list[str]] = {}
+    for population, algorithm in algorithms.items():
+        text = algorithm.describe(spaces[population])
+        if text:
+            populations.setdefault((specs[population].name, text), []).append(population)
+    return [f"popmarl: {name} ({', '.join(names)}): {text}" for (name, text), names in populations.items()]
+
+
 def run_setup(config: RunConfig, *, mapping: AgentMapping, spaces: Mapping[str, PolicySpace],
               specs: Mapping[str, ComponentConfig], found: Registries) -> RunSetup:
     """What a backend needs to rebuild the run's components elsewhere: each population's
@@ -194,7 +207,7 @@ def _run(config: RunConfig, out: str | None, *, resume: str | None, registries: 
     start_iteration = int(run_dir.load_state()[0]["iteration"]) if resuming else 0
     for change in changes:
         print(f"resume: {change}")
-    for line in describe_env_defaults(given, specs, env):
+    for line in [*describe_env_defaults(given, specs, env), *describe_algorithms(algorithms, specs, spaces)]:
         print(line)
     limit = config.stopping.max_iterations
     if resuming and limit is not None and start_iteration >= limit and any(c.startswith("stopping.max_iterations ") for c in changes):

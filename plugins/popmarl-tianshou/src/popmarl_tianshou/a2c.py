@@ -13,6 +13,7 @@ from tianshou.algorithm import A2C as TianshouA2C
 
 from popmarl.api import at_least_one, layer_widths, non_negative, optional, positive, unit_interval
 from popmarl_torch.devices import device_validator
+from popmarl_torch.models import ModelSpec, model_field
 
 from popmarl_tianshou.actor_critic import ActorCriticAlgorithm
 
@@ -29,10 +30,15 @@ class A2CConfig:
     trainer on a few gradient steps at its batch (``batch_size``, or the first round's
     transitions; for ``acting_device``: forward passes at the rollout's batch size), then
     logged, reported in the metrics and kept in the trainer's state (see
-    :mod:`popmarl_torch.placement`)."""
+    :mod:`popmarl_torch.placement`). ``model`` is the actor's network model
+    (:mod:`popmarl_torch.models`: a name or ``{name, params}``; null: ``cnn`` for image
+    observations, else ``mlp`` of ``hidden`` widths), ``critic_model`` the critic's (null:
+    the same as ``model``)."""
 
     lr: float = attrs.field(default=1e-3, validator=positive)
     hidden: list[int] = attrs.field(factory=lambda: [128, 128], validator=layer_widths)
+    model: ModelSpec = model_field()
+    critic_model: ModelSpec = model_field()
     gamma: float = attrs.field(default=1.0, validator=unit_interval)
     gae_lambda: float = attrs.field(default=0.95, validator=unit_interval)
     vf_coef: float = attrs.field(default=0.5, validator=non_negative)

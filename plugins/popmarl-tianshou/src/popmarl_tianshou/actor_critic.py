@@ -22,10 +22,11 @@ from tianshou.algorithm.optim import OptimizerFactory
 from tianshou.data import Batch
 from tianshou.utils.torch_utils import policy_within_training_step, torch_train_mode
 
-from popmarl.api import (TRAINER_FILE, Algorithm, CheckpointError, Discrete, Episode, Policy, PolicySpace, Trainer,
+from popmarl.api import (TRAINER_FILE, Algorithm, CheckpointError, Discrete, Env, Episode, Policy, PolicySpace, Trainer,
                          TrainerContext, TrainerState, read_trainer_json, trainer_json)
 from popmarl_torch.auto import ACTING_ROWS
 from popmarl_torch.features import action_dim, feature_dim
+from popmarl_torch.models import Model, describe_networks, feedforward, network, resolve
 from popmarl_torch.nets import CategoricalActor, GaussianActor, ValueCritic
 from popmarl_torch.placement import DeviceCopies, OnDevice, Placement, TrainerDevices, move_policy
 from popmarl_torch.policies import CategoricalPolicy, GaussianPolicy, uniform_initial
@@ -200,14 +201,38 @@ class ActorCriticAlgorithm(OnDevice, Algorithm):
     #: The Tianshou algorithm that updates the learner (A2C or a subclass).
     tianshou_class: ClassVar[type[TianshouA2C]]
 
+    def models(self, space: PolicySpace) -> dict[str, Model]:
+        """The actor's and the critic's models (:func:`popmarl_torch.models.resolve` of
+        ``model`` and ``critic_model``, which defaults to ``model``)."""
+        c = self.config
+        critic = c.critic_model if c.critic_model is not None else c.model
+        obs = space.observation_space
+        return {"actor": feedforward(resolve(c.model, obs, hidden=c.hidden), self.trainer_kind, "model"),
+                "critic": feedforward(resolve(critic, obs, hidden=c.hidden), self.trainer_kind, "critic_model")}
+
+    def describe(self, space: PolicySpace) -> str:
+        c = self.config
+        return describe_networks(self.models(space), chosen=c.model is None and c.critic_model is None)
+
+    def check(self, *, env: Env, space: PolicySpace) -> None:
+        self.models(space)
+
+    def critic(self, space: PolicySpace) -> ValueCritic:
+        """A fresh value critic of ``space`` (its weights from torch's generator)."""
+        obs = space.observation_space
+        return ValueCritic(feature_dim(obs), net=network(self.models(space)["critic"], obs, 1))
+
     def make_policy(self, *, space: PolicySpace, seed: int) -> ActorPolicy:
         c = self.config
         set_torch_threads(c.torch_threads)
-        obs_dim, out = feature_dim(space.observation_space), action_dim(space.action_space)
+        obs = space.observation_space
+        obs_dim, out = feature_dim(obs), action_dim(space.action_space)
+        model = self.models(space)["actor"]
         with seeded(seed):
+            net = network(model, obs, out, out_gain=0.01)
             if isinstance(space.action_space, Discrete):
-                return CategoricalPolicy(space=space, actor=CategoricalActor(obs_dim, out, c.hidden).to(self.acting()))
-            actor = GaussianActor(obs_dim, out, c.hidden, c.log_std_init)
+                return CategoricalPolicy(space=space, actor=CategoricalActor(obs_dim, out, net=net).to(self.acting()))
+            actor = GaussianActor(obs_dim, out, c.hidden, c.log_std_init, net=net)
         return GaussianPolicy(space=space, actor=actor.to(self.acting()), deterministic_eval=c.deterministic_eval)
 
     def initial_policy(self, *, space: PolicySpace, seed: int) -> ActorPolicy:
@@ -248,7 +273,7 @@ class ActorCriticAlgorithm(OnDevice, Algorithm):
                                                    action_space=gym_space(space.action_space),
                                                    action_scaling=False, action_bound_method=None)
             with seeded(seed + 1):
-                critic = ValueCritic(feature_dim(space.observation_space), c.hidden).to(copies.device)
+                critic = self.critic(space).to(copies.device)
             return self.tianshou_algorithm(policy=learner, critic=critic, optim=FusedAdamFactory(lr=c.lr)), copies
 
         # The timed stand-in trains the actor and a critic of the same shape (the critic
@@ -256,7 +281,7 @@ class ActorCriticAlgorithm(OnDevice, Algorithm):
         # matter here). Its own seeded
         # generator: no random state of the run moves.
         with seeded(seed + 1):
-            critic_like = ValueCritic(feature_dim(space.observation_space), c.hidden)
+            critic_like = self.critic(space)
         devices = TrainerDevices(
             config=c, name=f"{self.trainer_kind} learner of population {space.population} (seed {seed})",
             log=logging.getLogger("popmarl_tianshou"),

@@ -22,13 +22,14 @@ from tianshou.algorithm.modelfree.dqn import DiscreteQLearningPolicy
 from tianshou.data import Batch, ReplayBuffer
 from tianshou.utils.torch_utils import policy_within_training_step, torch_train_mode
 
-from popmarl.api import (TRAINER_FILE, Algorithm, ConfigError, Discrete, EnvTraits, Episode, Policy, PolicySpace,
+from popmarl.api import (TRAINER_FILE, Algorithm, ConfigError, Discrete, Env, EnvTraits, Episode, Policy, PolicySpace,
                          Trainer, TrainerContext, TrainerState, at_least_one, layer_widths, non_negative, npz_bytes,
                          optional, positive, read_npz, read_trainer_json, trainer_json, unit_interval)
 from popmarl_torch.auto import ACTING_ROWS
 from popmarl_torch.devices import device_validator
 from popmarl_torch.features import feature_dim
 from popmarl_torch.mlp import inference
+from popmarl_torch.models import Model, ModelSpec, describe_networks, feedforward, model_field, network, resolve
 from popmarl_torch.nets import QNet
 from popmarl_torch.placement import DeviceCopies, OnDevice, Placement, TrainerDevices, move_policy
 from popmarl_torch.policies import QPolicy, uniform_initial
@@ -63,11 +64,14 @@ class DQNConfig:
     chips, episodes of a few steps). ``lr``, ``gamma``, ``n_step`` and
     ``updates_per_step`` follow the env when left null (:meth:`DQN.env_defaults`): 3e-4,
     0.95, 3 and 1/16 in a long turn-based game without chance (connect four), else 1e-3,
-    1.0, 1 and 1/32.
+    1.0, 1 and 1/32. ``model`` is the Q-network's network model
+    (:mod:`popmarl_torch.models`: a name or ``{name, params}``); null: ``cnn`` for image
+    observations, else ``mlp`` of ``hidden`` widths.
     """
 
     lr: float | None = attrs.field(default=None, validator=optional(positive))
     hidden: list[int] = attrs.field(factory=lambda: [128, 128], validator=layer_widths)
+    model: ModelSpec = model_field()
     gamma: float | None = attrs.field(default=None, validator=optional(unit_interval))
     n_step: int | None = attrs.field(default=None, validator=optional(at_least_one))
     batch_size: int = attrs.field(default=256, validator=at_least_one)
@@ -304,11 +308,24 @@ class DQN(OnDevice, Algorithm):
             return {"lr": 3e-4, "gamma": 0.95, "n_step": 3, "updates_per_step": 0.0625}
         return {"lr": 1e-3, "gamma": 1.0, "n_step": 1, "updates_per_step": 0.03125}
 
+    def q_model(self, space: PolicySpace) -> Model:
+        """The Q-network's model (:func:`popmarl_torch.models.resolve` of ``model``)."""
+        c = self.config
+        return feedforward(resolve(c.model, space.observation_space, hidden=c.hidden), "dqn", "model")
+
+    def describe(self, space: PolicySpace) -> str:
+        return describe_networks({"q-network": self.q_model(space)}, chosen=self.config.model is None)
+
+    def check(self, *, env: Env, space: PolicySpace) -> None:
+        self.q_model(space)
+
     def make_policy(self, *, space: PolicySpace, seed: int) -> QPolicy:
         n_actions = discrete_actions(space, "dqn")
         set_torch_threads(self.config.torch_threads)
+        model = self.q_model(space)
         with seeded(seed):
-            qnet = QNet(feature_dim(space.observation_space), n_actions, self.config.hidden)
+            qnet = QNet(feature_dim(space.observation_space), n_actions,
+                        net=network(model, space.observation_space, n_actions))
         return QPolicy(space=space, qnet=qnet.to(self.acting()))
 
     def initial_policy(self, *, space: PolicySpace, seed: int) -> QPolicy:

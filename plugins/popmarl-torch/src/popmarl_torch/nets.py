@@ -5,7 +5,9 @@ They follow Tianshou's module conventions (``forward(obs, state=None, info=None)
 (output, state)`` for actors and Q-nets, ``forward(obs) -> [B, 1]`` for critics) so that
 Tianshou's algorithms can train them, and accept a feature array, a tensor, or a batch
 with ``obs`` and ``mask`` fields (how Tianshou stores masked observations). Each computes
-its output with an :func:`~popmarl_torch.mlp.mlp`. Only torch and numpy are needed here.
+its output with an :func:`~popmarl_torch.mlp.mlp` of ``hidden``, or with ``net`` where
+given: a network of a model (:func:`popmarl_torch.models.network`, its last layer the
+output ``Linear``). Only torch and numpy are needed here.
 """
 
 from __future__ import annotations
@@ -58,9 +60,10 @@ def mask_logits(logits: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor
 class QNet(Net):
     """State-action values ``[B, n_actions]`` (raw; Tianshou's DQN policy masks them)."""
 
-    def __init__(self, obs_dim: int, n_actions: int, hidden: Sequence[int]) -> None:
+    def __init__(self, obs_dim: int, n_actions: int, hidden: Sequence[int] = (), *,
+                 net: nn.Sequential | None = None) -> None:
         super().__init__()
-        self.net = mlp(obs_dim, hidden, n_actions)
+        self.net = mlp(obs_dim, hidden, n_actions) if net is None else net
 
     def forward(self, obs: Any, state: Any = None, info: Any = None) -> tuple[torch.Tensor, Any]:
         x, _ = split_obs(obs, self.input_device)
@@ -70,9 +73,10 @@ class QNet(Net):
 class CategoricalActor(Net):
     """Action logits ``[B, n_actions]``, -inf on illegal actions when a mask is given."""
 
-    def __init__(self, obs_dim: int, n_actions: int, hidden: Sequence[int]) -> None:
+    def __init__(self, obs_dim: int, n_actions: int, hidden: Sequence[int] = (), *,
+                 net: nn.Sequential | None = None) -> None:
         super().__init__()
-        self.net = mlp(obs_dim, hidden, n_actions, out_gain=0.01)
+        self.net = mlp(obs_dim, hidden, n_actions, out_gain=0.01) if net is None else net
 
     def forward(self, obs: Any, state: Any = None, info: Any = None) -> tuple[torch.Tensor, Any]:
         x, mask = split_obs(obs, self.input_device)
@@ -90,10 +94,11 @@ class GaussianActor(Net):
     weights each plugin writes keep their names."""
 
     def __init__(self, obs_dim: int, action_dim: int, hidden: Sequence[int], log_std_init: float, *,
-                 activation: type[nn.Module] = nn.ReLU, mean_key: str = "net") -> None:
+                 activation: type[nn.Module] = nn.ReLU, mean_key: str = "net", net: nn.Sequential | None = None) -> None:
         super().__init__()
         self.mean_key = mean_key
-        self.add_module(mean_key, mlp(obs_dim, hidden, action_dim, activation=activation, out_gain=0.01))
+        self.add_module(mean_key, mlp(obs_dim, hidden, action_dim, activation=activation, out_gain=0.01)
+                        if net is None else net)
         self.log_std = nn.Parameter(torch.full((action_dim,), float(log_std_init)))
 
     @property
@@ -110,9 +115,9 @@ class GaussianActor(Net):
 class ValueCritic(Net):
     """State values ``[B, 1]``."""
 
-    def __init__(self, obs_dim: int, hidden: Sequence[int]) -> None:
+    def __init__(self, obs_dim: int, hidden: Sequence[int] = (), *, net: nn.Sequential | None = None) -> None:
         super().__init__()
-        self.net = mlp(obs_dim, hidden, 1)
+        self.net = mlp(obs_dim, hidden, 1) if net is None else net
 
     def forward(self, obs: Any, **kwargs: Any) -> torch.Tensor:
         x, _ = split_obs(obs, self.input_device)

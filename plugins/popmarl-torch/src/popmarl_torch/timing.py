@@ -73,7 +73,12 @@ def _first_tensor(out: Any) -> torch.Tensor:
 
 
 def in_features(module: nn.Module) -> int:
-    """The input width of ``module`` (its first linear layer's)."""
+    """The input width of ``module``: the ``input_width`` a network of a model declares
+    (:mod:`popmarl_torch.models`), else its first linear layer's."""
+    for m in module.modules():
+        width = getattr(m, "input_width", None)
+        if isinstance(width, int):
+            return width
     return next(m for m in module.modules() if isinstance(m, nn.Linear)).in_features
 
 

@@ -40,7 +40,8 @@ from popmarl.api import (TRAINER_FILE, Algorithm, ConfigError, Discrete, Env, Jo
                          Trainer, TrainerContext, TrainerState, at_least_one, layer_widths, non_negative, optional,
                          positive, read_trainer_json, trainer_json, unit_interval)
 from popmarl_torch.features import action_dim, feature_dim
-from popmarl_torch.mlp import ACTIVATIONS, mlp
+from popmarl_torch.mlp import ACTIVATIONS
+from popmarl_torch.models import Model, ModelSpec, describe_networks, feedforward, model_field, network, resolve
 from popmarl_torch.nets import GaussianActor
 from popmarl_torch.policies import CategoricalPolicy, GaussianPolicy
 from popmarl_torch.seeding import SEED_MODULUS, seeded
@@ -76,11 +77,15 @@ class MAPPOConfig:
     (``team``, the MAPPO code's shared reward) or its own (``own``). ``activation``:
     ``tanh`` or ``relu`` (actor and critic). ``agent_id``: a population of several seats
     (``shared``) also gives its actor the seat's one-hot id. ``log_std_init`` and
-    ``deterministic_eval`` (play the mean when not exploring) apply to Box actions."""
+    ``deterministic_eval`` (play the mean when not exploring) apply to Box actions.
+    ``model``: the actors' network model (:mod:`popmarl_torch.models`; null: ``cnn`` for
+    image observations, else ``mlp`` of ``hidden`` and ``activation``); the critic reads
+    the env's state through ``critic_hidden`` layers."""
 
     lr: float = attrs.field(default=3e-3, validator=positive)
     critic_lr: float = attrs.field(default=3e-3, validator=positive)
     hidden: list[int] = attrs.field(factory=lambda: [64, 64], validator=layer_widths)
+    model: ModelSpec = model_field()
     critic_hidden: list[int] = attrs.field(factory=lambda: [64, 64], validator=layer_widths)
     critic: str = attrs.field(default="shared", validator=attrs.validators.in_(CRITIC_SHARING))
     gamma: float = attrs.field(default=0.95, validator=unit_interval)
@@ -112,22 +117,34 @@ class MAPPO(Algorithm):
     config: MAPPOConfig
 
     def check(self, *, env: Env, space: PolicySpace) -> None:
+        self.actor_model(space)
         why = space_error([env.action_space(a) for a in env.agents])
         if why is not None:
             raise ConfigError(f"algorithm: mappo trains the env's seats as one team, and {why}; "
                               "use ppo (independent learners) for this env")
+
+    def actor_model(self, space: PolicySpace) -> Model:
+        """The actor's model (:func:`popmarl_torch.models.resolve` of ``model``)."""
+        c = self.config
+        return feedforward(resolve(c.model, space.observation_space, hidden=c.hidden, activation=c.activation),
+                           "mappo", "model")
+
+    def describe(self, space: PolicySpace) -> str:
+        return describe_networks({"actor": self.actor_model(space)}, chosen=self.config.model is None)
 
     def make_policy(self, *, space: PolicySpace, seed: int) -> CategoricalPolicy | GaussianPolicy:
         c = self.config
         set_torch_threads(c.torch_threads)
         ids = len(space.agents) if c.agent_id and len(space.agents) > 1 else 0
         inputs, outputs = feature_dim(space.observation_space) + ids, action_dim(space.action_space)
+        model = self.actor_model(space)
         with seeded(seed):
             activation = ACTIVATIONS[c.activation]
+            net = network(model, space.observation_space, outputs, extra=ids, out_gain=0.01)
             if isinstance(space.action_space, Discrete):
-                actor = mlp(inputs, c.hidden, outputs, activation=activation, out_gain=0.01)
-                return CategoricalPolicy(space=space, actor=actor, agent_id=ids > 0, uniform_mark=False, grouped=False)
-            gaussian = GaussianActor(inputs, outputs, c.hidden, c.log_std_init, activation=activation, mean_key="mean")
+                return CategoricalPolicy(space=space, actor=net, agent_id=ids > 0, uniform_mark=False, grouped=False)
+            gaussian = GaussianActor(inputs, outputs, c.hidden, c.log_std_init, activation=activation, mean_key="mean",
+                                     net=net)
         return GaussianPolicy(space=space, actor=gaussian, agent_id=ids > 0, deterministic_eval=c.deterministic_eval,
                               uniform_mark=False)
 

@@ -35,8 +35,7 @@ from torchrl.objectives import QMixerLoss, SoftUpdate, ValueEstimators
 from popmarl.api import (TRAINER_FILE, Algorithm, CheckpointError, ConfigError, Discrete, Env, JointEpisodes, Policy,
                          PolicySpace, Trainer, TrainerContext, TrainerState, at_least_one, layer_widths, non_negative,
                          npz_bytes, optional, positive, read_npz, read_trainer_json, trainer_json, unit_interval)
-from popmarl_torch.features import feature_dim
-from popmarl_torch.mlp import mlp
+from popmarl_torch.models import Model, ModelSpec, describe_networks, feedforward, model_field, network, resolve
 from popmarl_torch.policies import QPolicy
 from popmarl_torch.seeding import seeded
 from popmarl_torch.state import (generator_from_json, generator_json, load_modules, modules_bytes, smallest,
@@ -60,7 +59,9 @@ class VDNConfig:
     uniformly. ε falls linearly from ``eps_start`` to ``eps_end`` over ``eps_decay_steps``
     team steps (every seat acts ε-greedily). ``target_tau``: the target networks' soft
     update per gradient step. ``agent_id``: a population of several seats (``shared``)
-    gives its Q network the seat's one-hot id.
+    gives its Q network the seat's one-hot id. ``model``: the Q network's network model
+    (:mod:`popmarl_torch.models`; null: ``cnn`` for image observations, else ``mlp`` of
+    ``hidden``).
 
     ``gamma`` 0.95: in 25-step MPE games that bootstrap at the time limit, 0.99 makes
     Q-values about 100 steps of reward deep, and the team's small per-step differences
@@ -70,6 +71,7 @@ class VDNConfig:
 
     lr: float = attrs.field(default=5e-4, validator=positive)
     hidden: list[int] = attrs.field(factory=lambda: [64, 64], validator=layer_widths)
+    model: ModelSpec = model_field()
     gamma: float = attrs.field(default=0.95, validator=unit_interval)
     batch_size: int = attrs.field(default=256, validator=at_least_one)
     buffer_size: int = attrs.field(default=50_000, validator=at_least_one)
@@ -115,8 +117,17 @@ class ValueMixing(Algorithm):
     kind: ClassVar[str] = ""
     config: VDNConfig
 
+    def q_model(self, space: PolicySpace) -> Model:
+        """The agents' Q-network model (:func:`popmarl_torch.models.resolve` of ``model``)."""
+        c = self.config
+        return feedforward(resolve(c.model, space.observation_space, hidden=c.hidden), self.kind, "model")
+
+    def describe(self, space: PolicySpace) -> str:
+        return describe_networks({"q-network": self.q_model(space)}, chosen=self.config.model is None)
+
     def check(self, *, env: Env, space: PolicySpace) -> None:
         name = self.kind
+        self.q_model(space)
         if not isinstance(space.action_space, Discrete):
             raise ConfigError(f"algorithm: {name} needs discrete actions, and population {space.population} acts in "
                               f"{space.action_space}; use mappo (discrete or Box actions)")
@@ -129,8 +140,9 @@ class ValueMixing(Algorithm):
         set_torch_threads(c.torch_threads)
         assert isinstance(space.action_space, Discrete)
         ids = len(space.agents) if c.agent_id and len(space.agents) > 1 else 0
+        model = self.q_model(space)
         with seeded(seed):
-            qnet = mlp(feature_dim(space.observation_space) + ids, c.hidden, space.action_space.n, activation=nn.ReLU)
+            qnet = network(model, space.observation_space, space.action_space.n, extra=ids)
         return QPolicy(space=space, qnet=qnet, eps=c.eps_start, agent_id=ids > 0, uniform_mark=False, grouped=False)
 
     def make_trainer(self, *, policy: Policy, space: PolicySpace, seed: int,
