@@ -113,6 +113,9 @@ def test_a_recurrent_model_is_refused_by_a_feedforward_algorithm(monkeypatch: py
     class Remembers(Model):
         recurrent = True
 
+        def build(self, space: Space, *, extra: int = 0) -> Any:
+            return torch.nn.GRU(1, 1)
+
     monkeypatch.setattr(popmarl, "models", popmarl.models.with_component("remembers", Remembers))
     with pytest.raises(ConfigError, match="model: model remembers is recurrent"):
         popmarl.algorithms.load("dqn")(model="remembers").make_policy(space=_space(FLAT), seed=0)
@@ -201,7 +204,6 @@ def test_a_model_plugin_from_outside_is_used_by_name(tiny_site: Path, tmp_path: 
     assert weights["actor.net.0.0.weight"].shape == (6, 1) and weights["actor.net.1.weight"].shape == (3, 6)
 
 
-@pytest.mark.skipif("vdn" not in popmarl.algorithms.names(), reason="plugin popmarl-torchrl is not installed")
 @pytest.mark.parametrize(("algorithm", "mapping"), [("vdn", "shared"), ("mappo", "per_player")])
 def test_a_team_of_image_observations_gets_cnn(algorithm: str, mapping: str, tmp_path: Path,
                                                capsys: pytest.CaptureFixture[str]) -> None:

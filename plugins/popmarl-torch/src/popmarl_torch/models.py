@@ -42,6 +42,8 @@ for weight and name for name (the ``mlp`` encoder's layers are the network's own
 
 from __future__ import annotations
 
+from abc import abstractmethod
+
 import importlib
 import math
 import re
@@ -78,10 +80,10 @@ class Model(Component):
     #: Whether the encoder keeps a state between steps (a GRU, an LSTM).
     recurrent: ClassVar[bool] = False
 
+    @abstractmethod
     def build(self, space: Space, *, extra: int = 0) -> nn.Module:
         """An encoder of observations of ``space`` (with ``extra`` appended columns):
         ``[B, feature_dim(space) + extra]`` float32 in, ``[B, features_dim]`` out."""
-        raise NotImplementedError
 
     def initial_state(self, batch: int) -> Any:
         """A recurrent encoder's state before an episode's first step, for ``batch``
