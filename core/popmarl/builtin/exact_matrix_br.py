@@ -11,8 +11,8 @@ from typing import Literal
 import attrs
 import numpy as np
 
-from popmarl.api import (Algorithm, BestResponseProblem, ConfigError, Discrete, MixedStrategyPolicy, PolicySpace,
-                         deviation_payoffs)
+from popmarl.api import (Algorithm, BestResponseProblem, Box, ConfigError, Discrete, Env, MixedStrategyPolicy,
+                         PolicySpace, deviation_payoffs)
 from popmarl.builtin.matrix_env import MatrixEnv
 
 
@@ -35,6 +35,14 @@ class ExactMatrixBR(Algorithm):
     Config = ExactMatrixBRConfig
     answers = True
     answers_correlated = True
+
+    def check(self, *, env: Env, space: PolicySpace) -> None:
+        """Refuse Box actions before anything is written: an exact best response picks one
+        of finitely many actions."""
+        if isinstance(space.action_space, Box):
+            raise ConfigError(f"algorithm exact_matrix_br: population {space.population} acts in {space.action_space}; "
+                              "exact best responses need Discrete actions (env matrix); for Box actions use a "
+                              "learning algorithm that takes them (e.g. sac, ppo)")
 
     def make_policy(self, *, space: PolicySpace, seed: int) -> MixedStrategyPolicy:
         return MixedStrategyPolicy(np.eye(_n_actions(space))[0])

@@ -91,7 +91,8 @@ def _parser() -> argparse.ArgumentParser:
                                                   "meta-strategy")
     exploit.add_argument("dir", help="a run directory")
     exploit.add_argument("--algorithm", metavar="NAME",
-                         help="the learning algorithm of the responses (default: the run's own if it learns, else dqn)")
+                         help="the learning algorithm of the responses (default: the run's own if it learns, else dqn, "
+                              "or ppo for Box actions)")
     exploit.add_argument("--env-steps", type=_positive, default=None, metavar="N",
                          help="env steps of each response's training (default 500000)")
     exploit.add_argument("--seeds", type=_positive, default=1, metavar="K",

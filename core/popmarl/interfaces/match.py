@@ -39,7 +39,8 @@ class Match(ABC):
 
     @abstractmethod
     def legal_moves(self) -> dict[int, str]:
-        """The person's legal moves now: action number to name (names are unique)."""
+        """The person's legal moves now: action number to name (names are unique); none
+        for a seat with Box actions, which ``popmarl play`` reads as numbers in the Box."""
 
     @abstractmethod
     def view(self) -> str:
@@ -48,8 +49,9 @@ class Match(ABC):
     @abstractmethod
     def apply(self, actions: Mapping[str, Action]) -> list[str]:
         """Play one action for each seat of :meth:`to_move` (the person's: a number of
-        :meth:`legal_moves`; the actors': what they chose); return what the person sees
-        of the other seats' moves, one line each (a hidden move is said to be hidden)."""
+        :meth:`legal_moves`, or an array in its Box; the actors': what they chose); return
+        what the person sees of the other seats' moves, one line each (a hidden move is
+        said to be hidden)."""
 
     @abstractmethod
     def returns(self) -> dict[str, float]:

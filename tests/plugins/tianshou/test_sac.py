@@ -9,7 +9,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-from cournot import Cournot, CournotConfig, best_response
 from tianshou_helpers import BOX_SPACE, TARGETS, algorithm, box_episodes, run_psro, train_loop
 from test_tianshou_trainer_state import PARAMS, check_resume
 
@@ -17,6 +16,7 @@ import popmarl
 from popmarl.api import Box, ConfigError, Discrete, Observations, PolicySpace
 from popmarl.runs.rundir import RunDirectory
 from popmarl_tianshou.sac import SquashedGaussianPolicy, from_box, to_box
+from testkit.cournot import Cournot, CournotConfig, best_response
 
 BOX = Box(shape=(2,), low=[0.0, -3.0], high=[9.0, 1.0])
 ONE = Observations(obs=np.ones((1, 1), np.float32))

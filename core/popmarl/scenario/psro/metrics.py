@@ -22,7 +22,7 @@ from popmarl.scenario import meta_game
 from popmarl.scenario.base import Work
 from popmarl.scenario.psro.joint import PSROJoint
 from popmarl.scenario.psro.state import PSROState
-from popmarl.tools.exploit import DEFAULT_ENV_STEPS, ExploitTarget, exploit, response_algorithms
+from popmarl.tools.exploit import DEFAULT_ENV_STEPS, ExploitTarget, box_seats, exploit, response_algorithms
 
 
 @attrs.frozen(kw_only=True)
@@ -79,7 +79,8 @@ class PSROMetrics(PSROJoint):
                                 probabilities=support["probabilities"])
         target = ExploitTarget(meta=meta, spaces=ctx.spaces, algorithms=specs,
                                weights={pid: self.policies[pid].get_weights() for pid in meta.named()})
-        algorithms = response_algorithms(ctx.env.agents, ctx.mapping.population_of, specs, None, found)
+        algorithms = response_algorithms(ctx.env.agents, ctx.mapping.population_of, specs, None, found,
+                                         boxes=box_seats(ctx.env))
         report = exploit(ctx.config, ctx.env, target, algorithms=algorithms,
                          env_steps=evaluation.approx_nash_conv_env_steps or DEFAULT_ENV_STEPS,
                          seed=stream_seed(ctx.config.seed, "psro.approx_nash_conv", state.iteration),

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import attrs
 
-from popmarl.api import Algorithm, BestResponseProblem, ConfigError, Discrete, Env, PolicySpace
+from popmarl.api import Algorithm, BestResponseProblem, Box, ConfigError, Discrete, Env, PolicySpace
 from popmarl_openspiel.env import OpenSpielEnv
 from popmarl_openspiel.exploitability import Implementation
 from popmarl_openspiel.tabular import TabularPolicy, player_of
@@ -39,7 +39,12 @@ class ExactBestResponse(Algorithm):
 
     def check(self, *, env: Env, space: PolicySpace) -> None:
         """Refuse, before anything is written, what :meth:`best_response` would fail on at
-        iteration 1: another env, or a game it cannot enumerate (builds the tree, kept)."""
+        iteration 1: Box actions, another env, or a game it cannot enumerate (builds the
+        tree, kept)."""
+        if isinstance(space.action_space, Box):
+            raise ConfigError(f"algorithm exact_br: population {space.population} acts in {space.action_space}; "
+                              "exact best responses need Discrete actions (env openspiel); for Box actions use a "
+                              "learning algorithm that takes them (e.g. sac, ppo)")
         if not isinstance(env, OpenSpielEnv):
             raise ConfigError("algorithm exact_br: works only with env 'openspiel'")
         problem = env.exact_problem

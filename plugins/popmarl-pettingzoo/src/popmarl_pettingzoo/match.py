@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
-from popmarl.api import Action, Discrete, Match, UserError, seed32
+from popmarl.api import Action, Discrete, Match, seed32
 
 from popmarl_pettingzoo.boards import board_for
 from popmarl_pettingzoo.spaces import MASK_KEY, ActionCodec, ObservationCodec
@@ -25,9 +25,6 @@ class PettingZooMatch(Match):
     def __init__(self, *, make: Callable[[], Any], api: str, module: str, agents: tuple[str, ...],
                  observations: Mapping[str, ObservationCodec], actions: Mapping[str, ActionCodec],
                  max_steps: int | None, seat: str, seed: int) -> None:
-        if not isinstance(actions[seat].space, Discrete):
-            raise UserError(f"seat {seat}: its actions are continuous ({actions[seat].space}); "
-                            "popmarl play needs a seat whose moves can be typed (a Discrete action space)")
         self.seat, self.agents, self.api = seat, agents, api
         self._board = board_for(module)
         self._codecs, self._actions = observations, actions
@@ -61,7 +58,8 @@ class PettingZooMatch(Match):
     def legal_moves(self) -> dict[int, str]:
         observation, mask = self.observation(self.seat)
         space = self._actions[self.seat].space
-        assert isinstance(space, Discrete)
+        if not isinstance(space, Discrete):
+            return {}  # a Box action is typed as numbers (popmarl play reads them), not picked from a list
         if mask is None and isinstance(observation, Mapping) and MASK_KEY in observation:
             mask = np.asarray(observation[MASK_KEY], dtype=bool)
         legal = range(space.n) if mask is None else np.flatnonzero(mask).tolist()
