@@ -15,7 +15,8 @@ from test_tianshou_trainer_state import PARAMS, check_resume
 import popmarl
 from popmarl.api import Box, ConfigError, Discrete, Observations, PolicySpace
 from popmarl.runs.rundir import RunDirectory
-from popmarl_tianshou.sac import SquashedGaussianPolicy, from_box, to_box
+from popmarl_tianshou.sac import from_box, to_box
+from popmarl_torch.policies import TorchPolicy
 from testkit.cournot import Cournot, CournotConfig, best_response
 
 BOX = Box(shape=(2,), low=[0.0, -3.0], high=[9.0, 1.0])
@@ -81,11 +82,11 @@ def test_a_rebuilt_sac_trainer_continues_bit_identically(monkeypatch: pytest.Mon
     check_resume("sac", BOX_SPACE, lambda policy, rng: box_episodes(policy, 40, rng))
 
 
-def meta_mean_quantities(run_dir: Path, summary: dict[str, Any]) -> dict[str, float]:
+def meta_mean_quantities(run_dir: Path, summary: dict[str, Any], name: str = "sac") -> dict[str, float]:
     """Each firm's mean quantity under its final meta-strategy: every policy's
     deterministic action (the uniform initial policy's mean, the Box's centre), weighted."""
     stored = RunDirectory(run_dir)
-    sac = algorithm("sac", **FAST)
+    algo = algorithm(name, **FAST)
     env = Cournot()
     means = {}
     for population, info in summary["populations"].items():
@@ -94,9 +95,9 @@ def meta_mean_quantities(run_dir: Path, summary: dict[str, Any]) -> dict[str, fl
                                    action_space=env.action_space(population))
         mean = 0.0
         for policy_id, weight in zip(info["policies"], info["meta_strategy"], strict=True):
-            policy = sac.make_policy(space=policy_space, seed=0)
+            policy = algo.make_policy(space=policy_space, seed=0)
             policy.set_weights(stored.load_policy(policy_id))
-            assert isinstance(policy, SquashedGaussianPolicy)
+            assert isinstance(policy, TorchPolicy)
             quantity = env.config.q_max / 2 if policy.uniform else float(
                 policy.act(ONE, explore=False, rng=np.random.default_rng(0))[0, 0])
             mean += weight * quantity

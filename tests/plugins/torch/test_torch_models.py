@@ -219,4 +219,5 @@ def test_a_team_of_image_observations_gets_cnn(algorithm: str, mapping: str, tmp
                           registries=_registries())
     assert summary["status"] == "completed", summary
     network = "q-network" if algorithm == "vdn" else "actor"
-    assert f"{network} cnn channels [4] kernels [3] strides [1] hidden [128]\n" in capsys.readouterr().out
+    critic = "" if algorithm == "vdn" else ", critic mlp [64, 64] tanh"  # the critic reads the state: no cnn
+    assert f"{network} cnn channels [4] kernels [3] strides [1] hidden [128]{critic}\n" in capsys.readouterr().out

@@ -1,7 +1,8 @@
 """popmarl-tianshou: deep RL oracles for popmarl on Tianshou 2.0.
 
-Algorithms ``dqn`` (double DQN), ``ppo`` and ``a2c`` (entry points in the group
-``popmarl.algorithms``), masked for games with legal actions, plus policy checkpoints
+Algorithms ``dqn`` (double DQN), ``ppo`` and ``a2c`` (masked for games with legal
+actions), ``sac`` and ``td3`` (Box actions, squashed into the bounds), entry points in the
+group ``popmarl.algorithms``, plus policy checkpoints
 (:func:`save_checkpoint`, :func:`load_checkpoint`). The policies, networks and device
 choice are popmarl-torch's (:mod:`popmarl_torch`), re-exported here as the policies this
 plugin makes. Importing this package imports only the torch-side modules; the algorithms

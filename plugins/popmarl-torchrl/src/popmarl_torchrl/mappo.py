@@ -1,10 +1,12 @@
 """Algorithm ``mappo``: multi-agent PPO with a centralized critic (Yu et al. 2022).
 
 Actors act on each seat's own observation (the exported policies: a masked softmax or a
-diagonal Gaussian). The critic — trainer state, never exported — is TorchRL's
-:class:`~torchrl.modules.MultiAgentMLP` over the team's seats, each reading the global
-state (the env's, else every seat's observation concatenated) and its seat's one-hot
-id: one network for every seat (``critic: shared``) or one per seat (``per_agent``).
+diagonal Gaussian). The critic — trainer state, never exported — reads, for each of the
+team's seats, the global state (the env's, else every seat's observation concatenated)
+and its seat's one-hot id: one network for every seat (``critic: shared``) or one per
+seat (``per_agent``). By default it is TorchRL's :class:`~torchrl.modules.MultiAgentMLP`;
+with ``critic_model`` it is that model's encoder over the state (the seat's id as its
+extra columns) with a linear value head (:class:`ModelCritic`).
 The update is TorchRL's :class:`~torchrl.objectives.multiagent.MAPPOLoss` (clipped PPO,
 entropy bonus, the critic's loss on values normalised by a
 :class:`~torchrl.modules.PopArtValueNorm`: the critic outputs normalised values, which
@@ -31,23 +33,24 @@ import torch
 from tensordict import TensorDict
 from tensordict.nn import ProbabilisticTensorDictModule, ProbabilisticTensorDictSequential, TensorDictModule
 from torch import nn
-from torchrl.modules import MultiAgentMLP, PopArtValueNorm, RunningValueNorm, ValueNorm
+from torchrl.modules import MultiAgentMLP
 from torchrl.modules.distributions import IndependentNormal, MaskedCategorical
-from torchrl.objectives.multiagent import MAPPOLoss
 from torchrl.objectives.value.functional import generalized_advantage_estimate
 
 from popmarl.api import (TRAINER_FILE, Algorithm, ConfigError, Discrete, Env, JointEpisodes, Policy, PolicySpace,
-                         Trainer, TrainerContext, TrainerState, at_least_one, layer_widths, non_negative, optional,
+                         Space, Trainer, TrainerContext, TrainerState, at_least_one, layer_widths, non_negative, optional,
                          positive, read_trainer_json, trainer_json, unit_interval)
 from popmarl_torch.features import action_dim, feature_dim
 from popmarl_torch.mlp import ACTIVATIONS
-from popmarl_torch.models import Model, ModelSpec, describe_networks, feedforward, model_field, network, resolve
+from popmarl_torch.models import (Model, ModelConfig, ModelSpec, as_spec, describe_networks, feedforward, load,
+                                  model_field, network, resolve)
 from popmarl_torch.nets import GaussianActor
 from popmarl_torch.policies import CategoricalPolicy, GaussianPolicy
 from popmarl_torch.seeding import SEED_MODULUS, seeded
 from popmarl_torch.state import load_modules, modules_bytes
 from popmarl_torch.threads import set_torch_threads
 
+from popmarl_torchrl.centralized import MaskedMAPPOLoss, ModelCritic, check_state_model, state_space, value_norm
 from popmarl_torchrl.team import Team, TeamNet, space_error
 
 CRITIC_SHARING = ("shared", "per_agent")
@@ -79,14 +82,18 @@ class MAPPOConfig:
     (``shared``) also gives its actor the seat's one-hot id. ``log_std_init`` and
     ``deterministic_eval`` (play the mean when not exploring) apply to Box actions.
     ``model``: the actors' network model (:mod:`popmarl_torch.models`; null: ``cnn`` for
-    image observations, else ``mlp`` of ``hidden`` and ``activation``); the critic reads
-    the env's state through ``critic_hidden`` layers."""
+    image observations, else ``mlp`` of ``hidden`` and ``activation``). ``critic_model``:
+    the critic's, over the state space (the env's, else the seats' observations
+    concatenated, a flat Box) with the seat's one-hot id as extra columns (``mlp``'s
+    widths default to ``critic_hidden``; ``cnn`` for an env whose state is an image);
+    null: TorchRL's ``MultiAgentMLP`` of ``critic_hidden`` layers."""
 
     lr: float = attrs.field(default=3e-3, validator=positive)
     critic_lr: float = attrs.field(default=3e-3, validator=positive)
     hidden: list[int] = attrs.field(factory=lambda: [64, 64], validator=layer_widths)
     model: ModelSpec = model_field()
     critic_hidden: list[int] = attrs.field(factory=lambda: [64, 64], validator=layer_widths)
+    critic_model: ModelSpec = model_field()
     critic: str = attrs.field(default="shared", validator=attrs.validators.in_(CRITIC_SHARING))
     gamma: float = attrs.field(default=0.95, validator=unit_interval)
     gae_lambda: float = attrs.field(default=0.95, validator=unit_interval)
@@ -118,6 +125,8 @@ class MAPPO(Algorithm):
 
     def check(self, *, env: Env, space: PolicySpace) -> None:
         self.actor_model(space)
+        if self.config.critic_model is not None:
+            check_state_model(self.critic_model(), env, "mappo", "critic_model")
         why = space_error([env.action_space(a) for a in env.agents])
         if why is not None:
             raise ConfigError(f"algorithm: mappo trains the env's seats as one team, and {why}; "
@@ -129,8 +138,18 @@ class MAPPO(Algorithm):
         return feedforward(resolve(c.model, space.observation_space, hidden=c.hidden, activation=c.activation),
                            "mappo", "model")
 
+    def critic_model(self) -> Model:
+        """The critic's model: ``critic_model`` (an ``mlp``'s widths and activation default
+        to ``critic_hidden`` and ``activation``), or with none the ``mlp`` that TorchRL's
+        ``MultiAgentMLP`` is."""
+        c = self.config
+        spec = as_spec(c.critic_model) or ModelConfig(name="mlp")
+        return feedforward(load(spec, hidden=c.critic_hidden, activation=c.activation), "mappo", "critic_model")
+
     def describe(self, space: PolicySpace) -> str:
-        return describe_networks({"actor": self.actor_model(space)}, chosen=self.config.model is None)
+        c = self.config
+        return describe_networks({"actor": self.actor_model(space), "critic": self.critic_model()},
+                                 chosen=c.model is None and c.critic_model is None)
 
     def make_policy(self, *, space: PolicySpace, seed: int) -> CategoricalPolicy | GaussianPolicy:
         c = self.config
@@ -150,24 +169,9 @@ class MAPPO(Algorithm):
 
     def make_trainer(self, *, policy: Policy, space: PolicySpace, seed: int,
                      context: TrainerContext) -> MAPPOTrainer:
-        return MAPPOTrainer(self.config, Team(context), seed=seed)
-
-
-class _MaskedMAPPOLoss(MAPPOLoss):
-    """MAPPOLoss whose critic outputs *normalised* values (as in the MAPPO code: the
-    trainer denormalises them for GAE), so its loss compares them with the normalised
-    target directly; the value normaliser is updated by the trainer, once per round and
-    on the valid rows only (MAPPOLoss updates it at every minibatch, on every entry: the
-    masked-out rows' zero targets would skew it). MAPPOLoss's own hook normalises a
-    real-scale prediction instead, which divides the critic's gradient by the returns'
-    standard deviation: the critic then lags far behind the returns."""
-
-    def _critic_loss_inputs(self, target_return: torch.Tensor, state_value: torch.Tensor,
-                            old_state_value: torch.Tensor | None) -> Any:
-        norm = self.value_norm
-        if norm is None:
-            return target_return, state_value, old_state_value
-        return norm.normalize(target_return.detach()), state_value, old_state_value
+        team = Team(context)
+        model = None if self.config.critic_model is None else self.critic_model()
+        return MAPPOTrainer(self.config, team, seed=seed, critic_model=model, state=context.state_space)
 
 
 class _GaussianTeam(nn.Module):
@@ -188,27 +192,24 @@ class _GaussianTeam(nn.Module):
         return loc, scale.expand_as(loc)
 
 
-def _value_norm(kind: str) -> ValueNorm | None:
-    if kind == "popart":
-        return PopArtValueNorm(shape=1)
-    if kind == "running":
-        return RunningValueNorm(shape=1)
-    return None
-
-
 class MAPPOTrainer(Trainer):
     """MAPPO's update over the team's joint view (see the module docstring)."""
 
-    def __init__(self, config: MAPPOConfig, team: Team, *, seed: int) -> None:
+    def __init__(self, config: MAPPOConfig, team: Team, *, seed: int, critic_model: Model | None = None,
+                 state: Space | None = None) -> None:
         self.config = c = config
         self.team = team
         n = team.n
         with seeded(seed + 1):
-            self.critic = MultiAgentMLP(n_agent_inputs=team.state_dim + n, n_agent_outputs=1, n_agents=n,
-                                        centralized=False, share_params=c.critic == "shared",
-                                        depth=len(c.critic_hidden), num_cells=list(c.critic_hidden),
-                                        activation_class=ACTIVATIONS[c.activation])
-        self.norm = _value_norm(c.value_norm)
+            self.critic: nn.Module
+            if critic_model is None:
+                self.critic = MultiAgentMLP(n_agent_inputs=team.state_dim + n, n_agent_outputs=1, n_agents=n,
+                                            centralized=False, share_params=c.critic == "shared",
+                                            depth=len(c.critic_hidden), num_cells=list(c.critic_hidden),
+                                            activation_class=ACTIVATIONS[c.activation])
+            else:
+                self.critic = ModelCritic(critic_model, state_space(state, team), n, shared=c.critic == "shared")
+        self.norm = value_norm(c.value_norm)
         agents = "agents"
         if team.discrete:
             self.actor_net: nn.Module = TeamNet(team, {p: pol.modules["actor"] for p, pol in team.policies.items()},
@@ -225,9 +226,9 @@ class MAPPOTrainer(Trainer):
                                                  distribution_kwargs={"tanh_loc": False})
         self.actor = ProbabilisticTensorDictSequential(module, dist)
         critic = TensorDictModule(self.critic, in_keys=[(agents, "critic_input")], out_keys=[(agents, "state_value")])
-        self.loss = _MaskedMAPPOLoss(self.actor, critic, value_norm=self.norm, clip_epsilon=c.clip,
-                                     entropy_coeff=c.ent_coef, critic_coeff=c.vf_coef, loss_critic_type=c.critic_loss,
-                                     normalize_advantage=False)
+        self.loss = MaskedMAPPOLoss(self.actor, critic, value_norm=self.norm, clip_epsilon=c.clip,
+                                    entropy_coeff=c.ent_coef, critic_coeff=c.vf_coef, loss_critic_type=c.critic_loss,
+                                    normalize_advantage=False)
         self.loss.set_keys(action=(agents, "action"), sample_log_prob=(agents, "log_prob"),
                            value=(agents, "state_value"), advantage=(agents, "advantage"),
                            value_target=(agents, "value_target"))

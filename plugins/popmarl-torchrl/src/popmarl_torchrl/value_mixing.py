@@ -33,15 +33,17 @@ from torchrl.modules import QMixer, VDNMixer
 from torchrl.objectives import QMixerLoss, SoftUpdate, ValueEstimators
 
 from popmarl.api import (TRAINER_FILE, Algorithm, CheckpointError, ConfigError, Discrete, Env, JointEpisodes, Policy,
-                         PolicySpace, Trainer, TrainerContext, TrainerState, at_least_one, layer_widths, non_negative,
+                         PolicySpace, Space, Trainer, TrainerContext, TrainerState, at_least_one, layer_widths, non_negative,
                          npz_bytes, optional, positive, read_npz, read_trainer_json, trainer_json, unit_interval)
-from popmarl_torch.models import Model, ModelSpec, describe_networks, feedforward, model_field, network, resolve
+from popmarl_torch.models import (MLP, Model, ModelSpec, as_spec, describe_networks, feedforward, load, model_field,
+                                  network, resolve)
 from popmarl_torch.policies import QPolicy
 from popmarl_torch.seeding import seeded
-from popmarl_torch.state import (generator_from_json, generator_json, load_modules, modules_bytes, smallest,
-                                 successor_rows, with_successor_rows)
+from popmarl_torch.state import generator_from_json, generator_json, load_modules, modules_bytes
 from popmarl_torch.threads import set_torch_threads
 
+from popmarl_torchrl.centralized import EncodedQMixer, NormalisedQMixer, check_state_model, state_space
+from popmarl_torchrl.replay import Replay
 from popmarl_torchrl.team import Team, TeamNet
 
 LOSSES = ("l2", "smooth_l1", "l1")
@@ -93,6 +95,11 @@ class QMIXConfig(VDNConfig):
     """``vdn``'s settings, the width of QMIX's mixing network (``mixing_embed_dim``) and
     ``state_norm``: whether the hypernetworks read the state layer-normalised (each row to
     zero mean and unit variance over its features, no learned scale) or raw.
+    ``state_model``: a network model (:mod:`popmarl_torch.models`) over the state space
+    (the env's, else the seats' observations concatenated, a flat Box) whose features
+    the hypernetworks read in place of the raw state (``state_norm`` then normalises the
+    features), trained with the mixer: ``cnn`` for an env whose state is an image;
+    ``mlp``'s widths default to ``hidden``. Null: the hypernetworks read the state itself.
 
     ``state_norm`` is on by default because QMIX's hypernetworks are linear in the state and
     multiply each other, so the mixed value grows about quadratically with the state's
@@ -105,6 +112,7 @@ class QMIXConfig(VDNConfig):
 
     mixing_embed_dim: int = attrs.field(default=32, validator=at_least_one)
     state_norm: bool = True
+    state_model: ModelSpec = model_field()
 
 
 class ValueMixing(Algorithm):
@@ -122,12 +130,16 @@ class ValueMixing(Algorithm):
         c = self.config
         return feedforward(resolve(c.model, space.observation_space, hidden=c.hidden), self.kind, "model")
 
+    def networks(self, space: PolicySpace) -> dict[str, Model]:
+        """Each network's model, by the name the run's log gives it."""
+        return {"q-network": self.q_model(space)}
+
     def describe(self, space: PolicySpace) -> str:
-        return describe_networks({"q-network": self.q_model(space)}, chosen=self.config.model is None)
+        return describe_networks(self.networks(space), chosen=self.config.model is None)
 
     def check(self, *, env: Env, space: PolicySpace) -> None:
         name = self.kind
-        self.q_model(space)
+        self.networks(space)
         if not isinstance(space.action_space, Discrete):
             raise ConfigError(f"algorithm: {name} needs discrete actions, and population {space.population} acts in "
                               f"{space.action_space}; use mappo (discrete or Box actions)")
@@ -151,11 +163,12 @@ class ValueMixing(Algorithm):
         if not team.discrete:
             raise ConfigError(f"algorithm: {self.kind} needs discrete actions for every seat of its team")
         with seeded(seed + 1):
-            mixer = self.mixer(team)
+            mixer = self.mixer(team, state_space(context.state_space, team))
         return ValueMixingTrainer(self.config, team, mixer, kind=self.kind, seed=seed)
 
-    def mixer(self, team: Team) -> TensorDictModule:
-        """The mixing network over ``team``'s chosen Q-values."""
+    def mixer(self, team: Team, state: Space) -> TensorDictModule:
+        """The mixing network over ``team``'s chosen Q-values (conditioned on states of
+        ``state`` where it reads them)."""
         raise TypeError(f"{type(self).__name__}: a value-mixing algorithm names its mixer")
 
 
@@ -165,7 +178,7 @@ class VDN(ValueMixing):
     Config = VDNConfig
     kind = "vdn"
 
-    def mixer(self, team: Team) -> TensorDictModule:
+    def mixer(self, team: Team, state: Space) -> TensorDictModule:
         return TensorDictModule(VDNMixer(n_agents=team.n, device="cpu"), in_keys=[("agents", "chosen_action_value")],
                                 out_keys=["chosen_action_value"])
 
@@ -178,23 +191,40 @@ class QMIX(ValueMixing):
     kind = "qmix"
     config: QMIXConfig
 
-    def mixer(self, team: Team) -> TensorDictModule:
+    def state_model(self) -> Model | None:
+        """The mixer's state model (``state_model``; an ``mlp``'s widths default to
+        ``hidden``), None where the hypernetworks read the state itself."""
         c = self.config
-        mixer_type = NormalisedQMixer if c.state_norm else QMixer
-        module = mixer_type(state_shape=(team.state_dim,), mixing_embed_dim=c.mixing_embed_dim, n_agents=team.n,
-                            device="cpu")
+        spec = as_spec(c.state_model)
+        return None if spec is None else feedforward(load(spec, hidden=c.hidden), self.kind, "state_model")
+
+    def networks(self, space: PolicySpace) -> dict[str, Model]:
+        # the mixer's hypernetworks reading the raw state: an encoder of no layers
+        return {**super().networks(space), "mixer state": self.state_model() or MLP(hidden=[])}
+
+    def describe(self, space: PolicySpace) -> str:
+        c = self.config
+        return describe_networks(self.networks(space), chosen=c.model is None and c.state_model is None)
+
+    def check(self, *, env: Env, space: PolicySpace) -> None:
+        super().check(env=env, space=space)
+        model = self.state_model()
+        if model is not None:
+            check_state_model(model, env, self.kind, "state_model")
+
+    def mixer(self, team: Team, state: Space) -> TensorDictModule:
+        c = self.config
+        model = self.state_model()
+        module: QMixer
+        if model is not None:
+            module = EncodedQMixer(encoder=model.build(state), state_dim=team.state_dim,
+                                   mixing_embed_dim=c.mixing_embed_dim, n_agents=team.n, state_norm=c.state_norm)
+        else:
+            mixer_type = NormalisedQMixer if c.state_norm else QMixer
+            module = mixer_type(state_shape=(team.state_dim,), mixing_embed_dim=c.mixing_embed_dim, n_agents=team.n,
+                                device="cpu")
         return TensorDictModule(module, in_keys=[("agents", "chosen_action_value"), "state"],
                                 out_keys=["chosen_action_value"])
-
-
-class NormalisedQMixer(QMixer):
-    """TorchRL's :class:`~torchrl.modules.QMixer` reading each state row layer-normalised
-    (no parameters of its own, so its weights and checkpoints are QMixer's); see
-    :class:`QMIXConfig` (``state_norm``) for why."""
-
-    def mix(self, chosen_action_value: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
-        flat = state.reshape(-1, self.state_dim)
-        return super().mix(chosen_action_value, nn.functional.layer_norm(flat, (self.state_dim,)))
 
 
 class _TeamQ(nn.Module):
@@ -223,76 +253,6 @@ def _columns(team: Team) -> dict[str, tuple[tuple[int, ...], Any]]:
             "action": ((n,), np.int64), "state": ((s,), np.float32), "next_obs": ((n, d), np.float32),
             "next_mask": ((n, a), np.bool_), "next_acted": ((n,), np.bool_), "next_state": ((s,), np.float32),
             "reward": ((), np.float32), "terminated": ((), np.bool_), "done": ((), np.bool_)}
-
-
-class Replay:
-    """A ring buffer of team steps (numpy columns)."""
-
-    def __init__(self, capacity: int, columns: Mapping[str, tuple[tuple[int, ...], Any]]) -> None:
-        self.capacity = capacity
-        self.columns = dict(columns)
-        self.data = {k: np.zeros((capacity, *shape), dtype) for k, (shape, dtype) in columns.items()}
-        self.size = self.insertion = 0
-
-    def add(self, rows: Mapping[str, np.ndarray]) -> None:
-        count = len(rows["reward"])
-        if count >= self.capacity:
-            rows, count = {k: v[-self.capacity:] for k, v in rows.items()}, self.capacity
-        at = (self.insertion + np.arange(count)) % self.capacity
-        for key, column in self.data.items():
-            column[at] = rows[key]
-        self.insertion = int((self.insertion + count) % self.capacity)
-        self.size = min(self.capacity, self.size + count)
-
-    def sample(self, count: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
-        at = rng.integers(self.size, size=count)
-        return {k: v[at] for k, v in self.data.items()}
-
-    def arrays(self) -> dict[str, np.ndarray]:
-        """The filled rows, compactly (each column in its smallest lossless dtype; a
-        ``next_<c>`` column as the rows that are not column ``c``'s next row, and the mask
-        ``next_<c>.follows`` of those that are): :meth:`load` reads them back exactly."""
-        columns = {k: v[:self.size] for k, v in self.data.items()}
-        out: dict[str, np.ndarray] = {}
-        for key, value in columns.items():
-            source = columns.get(key.removeprefix("next_")) if key.startswith("next_") else None
-            if source is None:
-                out[key] = value
-            else:
-                out[key], out[f"{key}{_FOLLOWS}"] = successor_rows(value, source)
-        return {k: smallest(v) for k, v in out.items()}
-
-    def load(self, size: int, insertion: int, arrays: Mapping[str, np.ndarray], name: str) -> None:
-        try:
-            arrays = _columns_of(arrays, {k: v.dtype for k, v in self.data.items()})
-        except (KeyError, ValueError) as exc:
-            raise CheckpointError(f"trainer state {name}: the replay buffer's columns do not read back "
-                                  f"({exc})") from None
-        if not (0 <= size <= self.capacity and 0 <= insertion < self.capacity) or set(arrays) != set(self.data):
-            raise CheckpointError(f"trainer state {name}: a buffer of {size} steps (insertion {insertion}, columns "
-                                  f"{sorted(arrays)}) does not fit this config's buffer of {self.capacity}")
-        for key, column in self.data.items():
-            value = arrays[key]
-            if value.shape != (size, *column.shape[1:]):
-                raise CheckpointError(f"trainer state {name}: {key} has shape {value.shape}, expected "
-                                      f"{(size, *column.shape[1:])} (another config?)")
-            column[:size] = value
-        self.size, self.insertion = size, insertion
-
-
-#: The suffix of the mask that tells which rows of a ``next_`` column are its source's next row.
-_FOLLOWS = ".follows"
-
-
-def _columns_of(arrays: Mapping[str, np.ndarray], dtypes: Mapping[str, np.dtype]) -> dict[str, np.ndarray]:
-    """The columns :meth:`Replay.arrays` stored, whole and in ``dtypes`` (a buffer file
-    written before it, of whole columns, reads as it is)."""
-    columns = {k: v.astype(dtypes[k]) if k in dtypes else v for k, v in arrays.items() if not k.endswith(_FOLLOWS)}
-    for key in list(columns):
-        mask = arrays.get(f"{key}{_FOLLOWS}")
-        if mask is not None:
-            columns[key] = with_successor_rows(columns[key], mask, columns[key.removeprefix("next_")])
-    return columns
 
 
 def team_steps(team: Team, games: JointEpisodes) -> dict[str, np.ndarray]:
