@@ -103,7 +103,8 @@ def test_cnn_refuses_a_flat_observation_and_a_stack_too_large_for_the_image() ->
 def test_a_wrong_model_fails_when_the_config_is_validated() -> None:
     raw = {"env": "matrix", "algorithm": {"name": "ppo", "params": {"critic_model": {"name": "cnn",
                                                                                      "params": {"chanels": [8]}}}}}
-    with pytest.raises(ConfigError, match=r"algorithm.params.critic_model: .*chanels"):
+    with pytest.raises(ConfigError, match=r"algorithm.params.critic_model: model cnn: params.chanels: unknown key "
+                                          r"\(did you mean 'channels'\?\); allowed: channels, "):
         popmarl.validate(raw)
     with pytest.raises(ConfigError, match=r"unknown model 'cnnn' \(did you mean 'cnn'\?\)"):
         popmarl.validate({"env": "matrix", "algorithm": {"name": "dqn", "params": {"model": "cnnn"}}})

@@ -55,7 +55,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from popmarl.api import Box, Component, ConfigError, Registries, Space, layer_widths, optional, positive
+from popmarl.api import Box, Component, ConfigError, Registries, Space, did_you_mean, layer_widths, optional, positive
 from popmarl_torch.features import feature_dim
 from popmarl_torch.mlp import ACTIVATIONS
 
@@ -143,7 +143,17 @@ def load(spec: ModelConfig, *, hidden: Sequence[int] | None = None, activation: 
     cls = registry.load(spec.name)
     if not (isinstance(cls, type) and issubclass(cls, Model)):
         raise ConfigError(f"model {spec.name!r}: {cls!r} is no popmarl_torch.models.Model")
-    model = cls(**dict(spec.params))
+    params = dict(spec.params)
+    if attrs.has(config := getattr(cls, "Config", None)):
+        allowed = [f.name for f in attrs.fields(config) if f.init]
+        for key in params:
+            if key not in allowed:
+                raise ConfigError(f"model {spec.name}: params.{key}: unknown key{did_you_mean(str(key), allowed)}; "
+                                  f"allowed: {', '.join(allowed) or 'none'}")
+    try:
+        model = cls(**params)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"model {spec.name}: {exc}") from None
     if isinstance(model, MLP):
         c = model.config
         model = MLP(hidden=c.hidden if c.hidden is not None else hidden,
