@@ -1,7 +1,8 @@
 """Cooperative MARL at equal env steps and seeds: independent PPO, ``mappo``, ``vdn``,
 ``qmix`` and independent ``dqn`` on mpe2 ``simple_spread_v3`` (3 agents) and
-``simple_speaker_listener_v4`` (``per_player``: its agents' spaces differ), against
-uniformly random play.
+``simple_speaker_listener_v4`` (``per_player``: its agents' spaces differ), and ``mappo``
+and ``masac`` on spread with continuous actions (``spread_box``: ``continuous_actions``,
+each action five thrusts in [0, 1]), against uniformly random play.
 
 Each (task, algorithm, seed) is one ``marl`` run of ``--env-steps`` env steps in
 ``--iterations`` iterations (``ppo`` with the tuned recipe of
@@ -19,7 +20,7 @@ Published figures' conventions are printed beside as context: they differ in rew
 accounting, episode length and budget, so they are not targets.
 
     nice python benchmarks/marl.py [--env-steps 100000] [--seeds 3] [--first-seed 0] [--iterations 2]
-        [--tasks spread,speaker_listener] [--algorithms ppo,mappo,vdn,qmix,dqn]
+        [--tasks spread,speaker_listener,spread_box] [--algorithms ppo,mappo,vdn,qmix,dqn,masac]
         [--param ALGORITHM:KEY=VALUE ...] [--jobs 1] [--json]
 
 ``--param`` changes one algorithm's params for every task (a YAML value, over the recipe or
@@ -56,13 +57,16 @@ TASKS: dict[str, dict[str, Any]] = {
                "mapping": "shared", "agents": 3},
     "speaker_listener": {"module": "mpe2.simple_speaker_listener_v4", "kwargs": {"max_cycles": 25},
                          "mapping": "per_player", "agents": 2},
+    "spread_box": {"module": "mpe2.simple_spread_v3",
+                   "kwargs": {"N": 3, "max_cycles": 25, "local_ratio": 0.5, "continuous_actions": True},
+                   "mapping": "shared", "agents": 3},
 }
 #: ``ppo``: the tuned recipe of examples/marl_simple_spread_ppo.yaml; the rest: defaults.
 PARAMS: dict[str, dict[str, Any]] = {
     "ppo": {"lr": 3.0e-3, "hidden": [64, 64], "gamma": 0.95, "gae_lambda": 0.95, "ent_coef": 0.01,
             "batch_size": 256, "epochs": 6, "device": "cpu"},
     "dqn": {"device": "cpu"},
-    "mappo": {}, "vdn": {}, "qmix": {},
+    "mappo": {}, "vdn": {}, "qmix": {}, "masac": {},
 }
 PUBLISHED = [
     "MAPPO (Yu et al. 2022, marlbenchmark/on-policy): rewards summed over agents and the sum given to every "
@@ -103,6 +107,14 @@ def run_one(task: str, config: Any) -> dict[str, Any]:
     return {"seed": config.seed, "per_agent": per_agent, "team": per_agent * spec["agents"], "env_steps": steps,
             "timesteps": steps / spec["agents"], "episode_length": length,
             "seconds": seconds}
+
+
+def runs_on(task: str, algorithm: str) -> bool:
+    """Whether ``algorithm`` plays ``task``: the discrete-action learners (``ppo`` here is
+    popmarl-tianshou's discrete recipe, ``vdn``, ``qmix``, ``dqn``) skip ``spread_box``
+    and ``masac`` (Box actions only) skips the discrete tasks; ``mappo`` plays all."""
+    box = "continuous_actions" in TASKS[task]["kwargs"]
+    return algorithm == "mappo" or (algorithm == "masac") == box
 
 
 def random_play(task: str, seeds: range, episodes: int) -> dict[str, Any]:
@@ -165,6 +177,18 @@ def algorithm_params(items: list[str], algorithms: list[str]) -> dict[str, dict[
     return params
 
 
+def gap_share(rows: dict[tuple[str, str], dict[str, Any]], task: str, algorithm: str, reference: str) -> str:
+    """How much of the gap from random play to ``reference`` ``algorithm`` closes
+    (team-summed means), and whether it is at least half."""
+    if not all((task, a) in rows for a in (algorithm, reference, "random")):
+        return f"{task}: {algorithm} vs {reference}'s gap over random: not measured"
+    a, r, b = (statistics.fmean(rows[(task, x)]["team"]) for x in (algorithm, reference, "random"))
+    share = (a - b) / (r - b) if r != b else float("nan")
+    verdict = "at least half" if share >= 0.5 else "NOT half"
+    return (f"{task}: {algorithm} - random = {a - b:+.2f}, {reference} - random = {r - b:+.2f}: "
+            f"{share:.2f} of {reference}'s gap ({verdict})")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--env-steps", type=int, default=100_000, help="per run, in agent decisions")
@@ -173,7 +197,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--iterations", type=int, default=2)
     parser.add_argument("--eval-episodes", type=int, default=200)
     parser.add_argument("--tasks", default="spread,speaker_listener")
-    parser.add_argument("--algorithms", default="ppo,mappo,vdn,qmix,dqn")
+    parser.add_argument("--algorithms", default="ppo,mappo,vdn,qmix,dqn",
+                        help=f"of {','.join(PARAMS)} (masac: Box actions only, so spread_box only)")
     parser.add_argument("--param", action="append", default=[], metavar="ALGORITHM:KEY=VALUE",
                         help="an algorithm param (YAML value) over its recipe or defaults; repeatable")
     parser.add_argument("--jobs", type=int, default=1, help="runs played at once (processes)")
@@ -190,7 +215,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.seeds < 1:
         parser.error("--seeds: must be at least 1")
     seeds = range(args.first_seed, args.first_seed + args.seeds)
-    jobs = [(task, algorithm, seed) for task in tasks for algorithm in algorithms for seed in seeds]
+    jobs = [(task, algorithm, seed) for task in tasks for algorithm in algorithms for seed in seeds
+            if runs_on(task, algorithm)]
     try:
         params = algorithm_params(args.param, algorithms)
         configs = [run_config(task, algorithm, params[algorithm], seed, args.env_steps, args.iterations,
@@ -205,6 +231,8 @@ def main(argv: list[str] | None = None) -> None:
         for task in tasks:
             rows[(task, "random")] = randoms[task]
             for algorithm in algorithms:
+                if not runs_on(task, algorithm):
+                    continue
                 runs = [f.result() for job, f in zip(jobs, futures) if job[:2] == (task, algorithm)]
                 rows[(task, algorithm)] = {key: [r[key] for r in runs] for key in runs[0]}
                 print(f"... {task} {algorithm}: team returns by seed "
@@ -228,6 +256,8 @@ def main(argv: list[str] | None = None) -> None:
     for algorithm in ("qmix", "vdn"):
         for other in ("random", "dqn"):
             print("  " + margin(rows, "speaker_listener", algorithm, other))
+    print("  " + margin(rows, "spread_box", "masac", "random"))
+    print("  " + gap_share(rows, "spread_box", "masac", "mappo"))
     print("published figures' conventions (context, not targets):")
     for line in PUBLISHED:
         print(f"  {line}")

@@ -11,6 +11,7 @@ PARAMS: dict[str, dict[str, Any]] = {
     "mappo": {"hidden": [16], "critic_hidden": [16], "epochs": 2, "minibatches": 2},
     "vdn": {"hidden": [16], "batch_size": 32, "learning_starts": 100, "eps_decay_steps": 500},
     "qmix": {"hidden": [16], "batch_size": 32, "learning_starts": 100, "eps_decay_steps": 500, "mixing_embed_dim": 8},
+    "masac": {"hidden": [16], "critic_hidden": [16], "batch_size": 32, "learning_starts": 50},
 }
 
 

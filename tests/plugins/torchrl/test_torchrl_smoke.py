@@ -1,6 +1,6 @@
 """Every algorithm runs ``marl`` end to end on mpe2 (CleanRL-style smoke runs): parameter
 sharing (``shared``) and a per_player team whose seats differ in spaces, Box actions for
-``mappo``; one learner over the team, and exported policies that hold the actors alone."""
+``mappo`` and ``masac``; one learner over the team, and exported policies that hold the actors alone."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ CASES = [
     ("mappo", SPREAD, "shared"), ("mappo", SPEAKER_LISTENER, "per_player"), ("mappo", box(SPREAD), "per_player"),
     ("vdn", SPREAD, "shared"), ("vdn", SPEAKER_LISTENER, "per_player"),
     ("qmix", SPREAD, "per_player"), ("qmix", SPEAKER_LISTENER, "per_player"),
+    ("masac", box(SPREAD), "shared"), ("masac", box(SPREAD), "per_player"),
 ]
 
 
@@ -41,7 +42,7 @@ def test_a_short_run_trains_one_team_learner_and_exports_actors(algorithm: str, 
     line = json.loads(metrics[-1])
     assert line[f"train/{lead}/gradient_steps"] > 0
     assert not any(key.startswith(f"train/{p}/") for p in populations[1:] for key in line)
-    actor_key = "q." if algorithm != "mappo" else "actor."
+    actor_key = "actor." if algorithm in ("mappo", "masac") else "q."
     for population in populations:
         assert len(summary["populations"][population]["policies"]) == 3
         weights = np.load(tmp_path / "run" / "checkpoints" / "policies" / population / "2.npz")

@@ -144,7 +144,8 @@ def load(spec: ModelConfig, *, hidden: Sequence[int] | None = None, activation: 
     if not (isinstance(cls, type) and issubclass(cls, Model)):
         raise ConfigError(f"model {spec.name!r}: {cls!r} is no popmarl_torch.models.Model")
     params = dict(spec.params)
-    if attrs.has(config := getattr(cls, "Config", None)):
+    config = getattr(cls, "Config", None)
+    if isinstance(config, type) and attrs.has(config):
         allowed = [f.name for f in attrs.fields(config) if f.init]
         for key in params:
             if key not in allowed:
