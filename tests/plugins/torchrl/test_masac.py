@@ -175,3 +175,21 @@ def test_two_runs_of_one_seed_are_identical(tmp_path: Path) -> None:
         popmarl.run(popmarl.validate(config), out=tmp_path / name)
     first, second = (RunDirectory(tmp_path / name).load_policy("shared/1") for name in ("a", "b"))
     assert first.keys() == second.keys() and all(np.array_equal(first[k], second[k]) for k in first)
+
+
+def test_the_critics_take_a_model(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``critic_model``: the twin critics are the model's encoder over the state (spread's
+    54 entries) with every seat's action (3 × 5) as extra columns, and a value head; a
+    model that cannot read the state is refused when the run is checked."""
+    mlp = {"name": "mlp", "params": {"hidden": [8], "activation": "tanh"}}
+    popmarl.run(popmarl.validate(marl_config("masac", box(SPREAD), "shared", iterations=1, critic_model=mlp)),
+                out=tmp_path / "run")
+    assert "masac (shared): actor mlp [16], critic mlp [8] tanh" in capsys.readouterr().out
+    saved = torch.load(tmp_path / "run" / "checkpoints" / "learners-000001" / "shared" / "trainer" / "trainer.pt",
+                       weights_only=True)["loss"]
+    assert tuple(saved["qvalue_network_params.module.mlp.0.weight"].shape) == (2, 8, 54 + 3 * 5)
+    cnn = {"name": "cnn", "params": {"channels": [4]}}
+    with pytest.raises(ConfigError, match=r"algorithm masac: critic_model: model cnn: needs image observations"):
+        popmarl.run(popmarl.validate(marl_config("masac", box(SPREAD), "shared", critic_model=cnn)),
+                    out=tmp_path / "refused")
+    assert not (tmp_path / "refused").exists()

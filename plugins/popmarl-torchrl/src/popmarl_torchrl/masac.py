@@ -43,16 +43,18 @@ from torchrl.modules import MLP, TanhNormal
 from torchrl.objectives import SACLoss, SoftUpdate, ValueEstimators
 
 from popmarl.api import (TRAINER_FILE, Algorithm, Box, CheckpointError, ConfigError, Env, JointEpisodes, Policy,
-                         PolicySpace, Trainer, TrainerContext, TrainerState, at_least_one, layer_widths, non_negative,
+                         PolicySpace, Space, Trainer, TrainerContext, TrainerState, at_least_one, layer_widths, non_negative,
                          npz_bytes, optional, positive, read_npz, read_trainer_json, trainer_json, unit_interval)
 from popmarl_torch.mlp import ACTIVATIONS
-from popmarl_torch.models import Model, ModelSpec, describe_networks, feedforward, model_field, network, resolve
+from popmarl_torch.models import (Model, ModelConfig, ModelSpec, as_spec, describe_networks, feedforward, load,
+                                  model_field, network, resolve)
 from popmarl_torch.seeding import SEED_MODULUS, seeded
 from popmarl_torch.squashed import SquashedGaussianActor, SquashedGaussianPolicy, bounded_box, from_box, loc_scale
 from popmarl_torch.state import (generator_from_json, generator_json, load_modules, modules_bytes, read_torch,
                                  torch_bytes)
 from popmarl_torch.threads import set_torch_threads
 
+from popmarl_torchrl.centralized import check_state_model, state_space
 from popmarl_torchrl.team import Team, TeamNet, space_error
 from popmarl_torchrl.replay import Replay
 
@@ -77,7 +79,9 @@ class MASACConfig:
     (``shared``) also gives its actor the seat's one-hot id. ``model``: the actors'
     network model (:mod:`popmarl_torch.models`; null: ``cnn`` for image observations, else
     ``mlp`` of ``hidden`` and ``activation``); the critics read the state and the actions
-    through ``critic_hidden`` layers of ``activation``. ``loss``: the critics' regression
+    through ``critic_hidden`` layers of ``activation``, or through ``critic_model``'s
+    encoder (the state its input, every seat's action its extra columns: ``cnn`` for an
+    image state). ``loss``: the critics' regression
     loss; ``max_grad_norm``: the actors' and critics' gradient norm is clipped to it (null:
     not clipped). Updates run on the CPU, on ``torch_threads`` threads.
 
@@ -97,6 +101,7 @@ class MASACConfig:
     hidden: list[int] = attrs.field(factory=lambda: [64, 64], validator=layer_widths)
     model: ModelSpec = model_field()
     critic_hidden: list[int] = attrs.field(factory=lambda: [256, 256], validator=layer_widths)
+    critic_model: ModelSpec = model_field()
     activation: str = attrs.field(default="relu", validator=attrs.validators.in_(tuple(ACTIVATIONS)))
     gamma: float = attrs.field(default=0.95, validator=unit_interval)
     tau: float = attrs.field(default=0.005, validator=unit_interval)
@@ -131,12 +136,25 @@ class MASAC(Algorithm):
         return feedforward(resolve(c.model, space.observation_space, hidden=c.hidden, activation=c.activation),
                            "masac", "model")
 
+    def critic_model(self) -> Model | None:
+        """The critics' model (``critic_model``, an ``mlp``'s widths and activation
+        defaulting to ``critic_hidden`` and ``activation``); None: TorchRL's ``MLP``."""
+        c = self.config
+        spec = as_spec(c.critic_model)
+        return None if spec is None else feedforward(load(spec, hidden=c.critic_hidden, activation=c.activation),
+                                                     "masac", "critic_model")
+
     def describe(self, space: PolicySpace) -> str:
-        return describe_networks({"actor": self.actor_model(space)}, chosen=self.config.model is None)
+        c = self.config
+        critic = self.critic_model() or load(ModelConfig(name="mlp"), hidden=c.critic_hidden, activation=c.activation)
+        return describe_networks({"actor": self.actor_model(space), "critic": critic},
+                                 chosen=c.model is None and c.critic_model is None)
 
     def check(self, *, env: Env, space: PolicySpace) -> None:
         bounded_box(space, "masac", INSTEAD)
         self.actor_model(space)
+        if (critic := self.critic_model()) is not None:
+            check_state_model(critic, env, "masac", "critic_model")
         for seat in env.agents:
             bounded_box(PolicySpace(population=seat, agents=(seat,), observation_space=env.observation_space(seat),
                                     action_space=env.action_space(seat)), "masac", INSTEAD)
@@ -163,7 +181,8 @@ class MASAC(Algorithm):
                 raise TypeError(f"masac trains SquashedGaussianPolicy actors (Box actions); population {population} "
                                 f"has a {type(p).__name__}: use {INSTEAD}")
         boxes = [cast(SquashedGaussianPolicy, team.policies[team.population_of[s]]).box for s in team.seats]
-        return MASACTrainer(self.config, team, boxes, seed=seed)
+        return MASACTrainer(self.config, team, boxes, seed=seed, critic_model=self.critic_model(),
+                            state=context.state_space)
 
 
 class TeamActor(nn.Module):
@@ -181,16 +200,15 @@ class TeamActor(nn.Module):
 
 
 class TeamCritic(nn.Module):
-    """``Q(s, a_1..a_n)`` ``[B, n, 1]``: TorchRL's :class:`~torchrl.modules.MLP` over the
-    state and every seat's action (zeros where a seat does not act), one output given to
-    every seat (``heads`` 1) or one per seat (``heads`` n)."""
+    """``Q(s, a_1..a_n)`` ``[B, n, 1]``: ``net`` (TorchRL's :class:`~torchrl.modules.MLP`,
+    or a network model's encoder and a linear head) over the state and every seat's action
+    (zeros where a seat does not act), one output given to every seat (``heads`` 1) or one
+    per seat (``heads`` n)."""
 
-    def __init__(self, state_dim: int, n: int, action_dim: int, hidden: list[int], activation: type[nn.Module],
-                 heads: int) -> None:
+    def __init__(self, net: nn.Module, n: int, heads: int) -> None:
         super().__init__()
         self.n, self.heads = n, heads
-        self.mlp = MLP(in_features=state_dim + n * action_dim, out_features=heads, num_cells=list(hidden),
-                       activation_class=activation)
+        self.mlp = net
 
     def forward(self, state: torch.Tensor, action: torch.Tensor, acted: torch.Tensor) -> torch.Tensor:
         a = (action * acted.unsqueeze(-1)).flatten(-2)
@@ -243,7 +261,8 @@ RANDOM = "random.pt"
 class MASACTrainer(Trainer):
     """MASAC's update over the team's joint view (see the module docstring)."""
 
-    def __init__(self, config: MASACConfig, team: Team, boxes: list[Box], *, seed: int) -> None:
+    def __init__(self, config: MASACConfig, team: Team, boxes: list[Box], *, seed: int,
+                 critic_model: Model | None = None, state: Space | None = None) -> None:
         self.config = c = config
         self.team, self.boxes = team, boxes
         action_dim = boxes[0].size
@@ -259,8 +278,11 @@ class MASACTrainer(Trainer):
         # Seeded as a whole: SACLoss draws the second critic's initial weights when it
         # expands the one given into num_qvalue_nets.
         with seeded(seed + 1):
-            critic = TeamCritic(team.state_dim, team.n, action_dim, c.critic_hidden, ACTIVATIONS[c.activation],
-                                heads=1 if c.reward == "team" else team.n)
+            heads, actions = 1 if c.reward == "team" else team.n, team.n * action_dim
+            net = (MLP(in_features=team.state_dim + actions, out_features=heads, num_cells=list(c.critic_hidden),
+                       activation_class=ACTIVATIONS[c.activation]) if critic_model is None
+                   else network(critic_model, state_space(state, team), heads, extra=actions))
+            critic = TeamCritic(net, team.n, heads)
             qvalue = TensorDictModule(critic, in_keys=["state", (agents, "action"), (agents, "acted")],
                                       out_keys=[(agents, "state_action_value")])
             self.loss = SACLoss(actor, qvalue, num_qvalue_nets=2, loss_function=c.loss,
