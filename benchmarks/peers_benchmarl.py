@@ -49,7 +49,8 @@ early are joined by ``--merge LOG...``. Not part of CI; figures in docs/benchmar
     nice -n 10 python benchmarks/peers_benchmarl.py [--setup] [--venv DIR] [--torch WHEEL]
         [--timesteps 102000] [--seeds 3] [--first-seed 0] [--eval-episodes 200]
         [--actions discrete,continuous] [--algorithms mappo,ippo,qmix]
-        [--settings matched,defaults] [--sides popmarl,benchmarl] [--json] [--show-mapping]
+        [--settings matched,defaults] [--sides popmarl,benchmarl] [--param ALGORITHM:KEY=VALUE ...]
+        [--json] [--show-mapping]
     python benchmarks/peers_benchmarl.py --merge LOG [LOG ...]
 """
 
@@ -79,16 +80,15 @@ ROUND = GAMES * CYCLES
 POPMARL = {"mappo": "mappo", "ippo": "ppo", "qmix": "qmix"}
 
 
-def matched(algorithm: str) -> dict[str, Any]:
-    """BenchMARL experiment/algorithm/model settings that mirror popmarl's (see docstring)."""
-    import marl  # benchmarks/marl.py; imports popmarl
-
+def matched(algorithm: str, params: dict[str, Any]) -> dict[str, Any]:
+    """BenchMARL experiment/algorithm/model settings that mirror popmarl's algorithm of
+    ``params`` (see docstring)."""
     from popmarl_tianshou.ppo import PPOConfig
     from popmarl_torchrl.mappo import MAPPOConfig
     from popmarl_torchrl.value_mixing import QMIXConfig
 
     if algorithm == "qmix":
-        q = QMIXConfig()
+        q = QMIXConfig(**params)
         return {"experiment": {"lr": q.lr, "gamma": q.gamma, "off_policy_collected_frames_per_batch": ROUND,
                                "off_policy_n_envs_per_worker": GAMES, "off_policy_train_batch_size": q.batch_size,
                                "off_policy_n_optimizer_steps": round(ROUND * q.updates_per_step),
@@ -101,10 +101,10 @@ def matched(algorithm: str) -> dict[str, Any]:
                 "model": {"num_cells": list(q.hidden), "activation": "relu"}}
     c: MAPPOConfig | PPOConfig
     if algorithm == "mappo":
-        c = MAPPOConfig(**marl.PARAMS["mappo"])
+        c = MAPPOConfig(**params)
         minibatch, activation, loss = ROUND // c.minibatches, c.activation, {"loss_critic_type": c.critic_loss}
     else:  # popmarl ppo (tianshou): minibatches of batch_size agent rows, relu MLPs, L2 value loss
-        c = ppo = PPOConfig(**marl.PARAMS["ppo"])
+        c = ppo = PPOConfig(**params)
         minibatch, activation, loss = round((ppo.batch_size or AGENTS * ROUND) / AGENTS), "relu", {}
     return {"experiment": {"lr": c.lr, "gamma": c.gamma, "on_policy_collected_frames_per_batch": ROUND,
                            "on_policy_n_envs_per_worker": GAMES, "on_policy_minibatch_size": minibatch,
@@ -201,7 +201,7 @@ def popmarl_worker(job: dict[str, Any]) -> dict[str, Any]:
     marl.TASKS[task] = {"module": "mpe2.simple_spread_v3", "mapping": "shared", "agents": AGENTS,
                         "kwargs": {**job["env"], "continuous_actions": job["actions"] == "continuous"}}
     algorithm = POPMARL[job["algorithm"]]
-    params = dict(marl.PARAMS[algorithm])
+    params = dict(job["params"])
     config = marl.run_config(task, algorithm, params, job["seed"], job["timesteps"] * AGENTS, 1, job["episodes"])
     row = marl.run_one(task, config)
     return {"per_agent": row["per_agent"], "frames": row["timesteps"]}
@@ -269,6 +269,9 @@ def main(argv: list[str] | None = None) -> None:
                "sides": "popmarl,benchmarl"}
     for name, default in choices.items():
         parser.add_argument(f"--{name}", default=default, help=f"a comma-separated subset of {default}")
+    parser.add_argument("--param", action="append", default=[], metavar="ALGORITHM:KEY=VALUE",
+                        help="a popmarl algorithm's param (mappo, ppo, qmix; a YAML value) over marl.py's; the "
+                             "matched BenchMARL runs take it too where it maps (e.g. mappo:lr=0.001); repeatable")
     parser.add_argument("--allow-mpe-mismatch", action="store_true")
     parser.add_argument("--show-mapping", action="store_true", help="print the matched BenchMARL settings")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON too")
@@ -292,7 +295,16 @@ def main(argv: list[str] | None = None) -> None:
     if args.seeds < 1 or args.timesteps % (6000 if "defaults" in lists["settings"] else ROUND):
         parser.error(f"--seeds: at least 1; --timesteps: a multiple of popmarl's {ROUND}-timestep round "
                      "(with defaults: of BenchMARL's 6000-frame batch)")
-    mapping = {a: matched(a) for a in lists["algorithms"]}
+    import marl  # benchmarks/marl.py; imports popmarl
+
+    from popmarl.errors import ConfigError
+    try:
+        params = marl.algorithm_params(args.param, [POPMARL[a] for a in lists["algorithms"]])
+    except ConfigError as exc:
+        parser.error(str(exc))
+    if args.param:
+        print(f"popmarl params: {json.dumps(params)}", flush=True)
+    mapping = {a: matched(a, params[POPMARL[a]]) for a in lists["algorithms"]}
     for algorithm, settings in mapping.items() if args.show_mapping else ():
         print(f"matched {algorithm}: {json.dumps(settings)}")
     if mpe_check(python) > 1e-6 and not args.allow_mpe_mismatch:
@@ -306,7 +318,8 @@ def main(argv: list[str] | None = None) -> None:
             continue
         key = f"{actions}/{algorithm}/{setting}/{side}"
         job = {"algorithm": algorithm, "actions": actions, "seed": seed, "env": SPREAD, "timesteps": args.timesteps,
-               "episodes": args.eval_episodes, "settings": mapping[algorithm] if setting == "matched" else {}}
+               "episodes": args.eval_episodes, "settings": mapping[algorithm] if setting == "matched" else {},
+               "params": params[POPMARL[algorithm]]}
         if side == "popmarl":  # one config in both settings: run once, reuse
             if (algorithm, actions, seed) not in popmarl_runs:
                 popmarl_runs[(algorithm, actions, seed)] = child(sys.executable, "popmarl", job)
