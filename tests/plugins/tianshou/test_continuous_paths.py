@@ -182,8 +182,6 @@ def test_a_loaded_continuous_run_acts_in_its_box(psro: Path) -> None:
 @pytest.fixture(scope="module")
 def spread(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """PSRO with Gaussian ppo on simple spread with Box actions (2 agents, 2 steps)."""
-    if "pettingzoo" not in popmarl.envs.names():
-        pytest.skip("env 'pettingzoo' (plugin popmarl-pettingzoo) is not installed")
     return _run(tmp_path_factory.mktemp("spread"), "spread", env=SPREAD, algorithm=PPO, solver={"name": "uniform"},
                 stopping={"max_iterations": 1}, training={"max_env_steps": 64, "num_envs": 4, "episodes_per_update": 4},
                 evaluation={"episodes_per_entry": 4, "num_envs": 4, "versus_random_every": 0})

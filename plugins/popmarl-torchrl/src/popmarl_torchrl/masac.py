@@ -44,7 +44,7 @@ from torchrl.objectives import SACLoss, SoftUpdate, ValueEstimators
 
 from popmarl.api import (TRAINER_FILE, Algorithm, Box, CheckpointError, ConfigError, Env, JointEpisodes, Policy,
                          PolicySpace, Space, Trainer, TrainerContext, TrainerState, at_least_one, layer_widths, non_negative,
-                         npz_bytes, optional, positive, read_npz, read_trainer_json, trainer_json, unit_interval)
+                         npz_bytes, optional, positive, read_trainer_json, trainer_json, unit_interval)
 from popmarl_torch.mlp import ACTIVATIONS
 from popmarl_torch.models import (Model, ModelConfig, ModelSpec, as_spec, describe_networks, feedforward, load,
                                   model_field, network, resolve)
@@ -56,7 +56,7 @@ from popmarl_torch.threads import set_torch_threads
 
 from popmarl_torchrl.centralized import check_state_model, state_space
 from popmarl_torchrl.team import Team, TeamNet, space_error
-from popmarl_torchrl.replay import Replay
+from popmarl_torchrl.replay import BUFFER, Replay
 
 REWARDS = ("team", "own")
 LOSSES = ("l2", "smooth_l1", "l1")
@@ -374,10 +374,10 @@ class MASACTrainer(Trainer):
         ``buffer.npz`` (the replay buffer's rows)."""
         return {TRAINER_FILE: trainer_json("masac", timesteps=self.timesteps, gradient_steps=self.gradient_steps,
                                       owed=self.owed, rng=generator_json(self.rng),
-                                      buffer={"size": self.replay.size, "insertion": self.replay.insertion}),
+                                      buffer=self.replay.fill()),
                 "trainer.pt": modules_bytes(self._modules()),
                 RANDOM: torch_bytes({"torch": self.torch_rng.clone()}),
-                "buffer.npz": npz_bytes(self.replay.arrays())}
+                BUFFER: npz_bytes(self.replay.arrays())}
 
     def load_state(self, state: TrainerState) -> None:
         data = read_trainer_json(state, "masac", ("timesteps", "gradient_steps", "owed", "rng", "buffer"))
@@ -386,11 +386,7 @@ class MASACTrainer(Trainer):
         generator = random.get("torch") if isinstance(random, dict) else None
         if not isinstance(generator, torch.Tensor) or generator.dtype != torch.uint8:
             raise CheckpointError(f"trainer state {RANDOM}: not a torch generator state")
-        try:
-            size, insertion = int(data["buffer"]["size"]), int(data["buffer"]["insertion"])
-        except (KeyError, TypeError, ValueError):
-            raise CheckpointError(f"trainer state {TRAINER_FILE}: buffer needs integer size and insertion") from None
-        self.replay.load(size, insertion, read_npz(state, "buffer.npz"), "buffer.npz")
+        self.replay.restore(data["buffer"], state)
         self.timesteps, self.gradient_steps = int(data["timesteps"]), int(data["gradient_steps"])
         self.owed = float(data["owed"])
         self.rng = generator_from_json(data["rng"], "rng")

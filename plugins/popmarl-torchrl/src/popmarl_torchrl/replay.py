@@ -8,8 +8,12 @@ from typing import Any
 
 import numpy as np
 
-from popmarl.api import CheckpointError
+from popmarl.api import TRAINER_FILE, CheckpointError, TrainerState, read_npz
 from popmarl_torch.state import smallest, successor_rows, with_successor_rows
+
+
+#: The file of a trainer's state that holds its replay buffer's rows (:meth:`Replay.arrays`).
+BUFFER = "buffer.npz"
 
 
 class Replay:
@@ -48,6 +52,19 @@ class Replay:
             else:
                 out[key], out[f"{key}{_FOLLOWS}"] = successor_rows(value, source)
         return {k: smallest(v) for k, v in out.items()}
+
+    def fill(self) -> dict[str, int]:
+        """The fill a trainer's ``trainer.json`` records (:meth:`restore` reads it)."""
+        return {"size": self.size, "insertion": self.insertion}
+
+    def restore(self, fill: Any, state: TrainerState, name: str = BUFFER) -> None:
+        """The buffer of a trainer's state: its :meth:`fill` from ``trainer.json`` and its
+        rows from the file ``name`` (a CheckpointError naming the file where either is wrong)."""
+        try:
+            size, insertion = int(fill["size"]), int(fill["insertion"])
+        except (KeyError, TypeError, ValueError):
+            raise CheckpointError(f"trainer state {TRAINER_FILE}: buffer needs integer size and insertion") from None
+        self.load(size, insertion, read_npz(state, name), name)
 
     def load(self, size: int, insertion: int, arrays: Mapping[str, np.ndarray], name: str) -> None:
         try:

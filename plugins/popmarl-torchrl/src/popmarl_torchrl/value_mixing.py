@@ -32,9 +32,9 @@ from torch import nn
 from torchrl.modules import QMixer, VDNMixer
 from torchrl.objectives import QMixerLoss, SoftUpdate, ValueEstimators
 
-from popmarl.api import (TRAINER_FILE, Algorithm, CheckpointError, ConfigError, Discrete, Env, JointEpisodes, Policy,
+from popmarl.api import (TRAINER_FILE, Algorithm, ConfigError, Discrete, Env, JointEpisodes, Policy,
                          PolicySpace, Space, Trainer, TrainerContext, TrainerState, at_least_one, layer_widths, non_negative,
-                         npz_bytes, optional, positive, read_npz, read_trainer_json, trainer_json, unit_interval)
+                         npz_bytes, optional, positive, read_trainer_json, trainer_json, unit_interval)
 from popmarl_torch.models import (MLP, Model, ModelSpec, as_spec, describe_networks, feedforward, load, model_field,
                                   network, resolve)
 from popmarl_torch.policies import QPolicy
@@ -43,7 +43,7 @@ from popmarl_torch.state import generator_from_json, generator_json, load_module
 from popmarl_torch.threads import set_torch_threads
 
 from popmarl_torchrl.centralized import EncodedQMixer, NormalisedQMixer, check_state_model, state_space
-from popmarl_torchrl.replay import Replay
+from popmarl_torchrl.replay import BUFFER, Replay
 from popmarl_torchrl.team import Team, TeamNet
 
 LOSSES = ("l2", "smooth_l1", "l1")
@@ -378,18 +378,14 @@ class ValueMixingTrainer(Trainer):
         and ``buffer.npz`` (the replay buffer's rows)."""
         return {TRAINER_FILE: trainer_json(self.kind, timesteps=self.timesteps, gradient_steps=self.gradient_steps,
                                       owed=self.owed, rng=generator_json(self.rng),
-                                      buffer={"size": self.replay.size, "insertion": self.replay.insertion}),
+                                      buffer=self.replay.fill()),
                 "trainer.pt": modules_bytes({"loss": self.loss, "optim": self.optim}),
-                "buffer.npz": npz_bytes(self.replay.arrays())}
+                BUFFER: npz_bytes(self.replay.arrays())}
 
     def load_state(self, state: TrainerState) -> None:
         data = read_trainer_json(state, self.kind, ("timesteps", "gradient_steps", "owed", "rng", "buffer"))
         load_modules(state, "trainer.pt", {"loss": self.loss, "optim": self.optim})
-        try:
-            size, insertion = int(data["buffer"]["size"]), int(data["buffer"]["insertion"])
-        except (KeyError, TypeError, ValueError):
-            raise CheckpointError(f"trainer state {TRAINER_FILE}: buffer needs integer size and insertion") from None
-        self.replay.load(size, insertion, read_npz(state, "buffer.npz"), "buffer.npz")
+        self.replay.restore(data["buffer"], state)
         self.timesteps, self.gradient_steps = int(data["timesteps"]), int(data["gradient_steps"])
         self.owed = float(data["owed"])
         self.rng = generator_from_json(data["rng"], "rng")
