@@ -181,6 +181,15 @@ class OnPolicyTrainer(Trainer):
         ret_rms.mean, ret_rms.var, ret_rms.count = rms["mean"], rms["var"], int(rms["count"])
 
 
+def actor_critic_models(config: Any, space: PolicySpace, algorithm: str) -> dict[str, Model]:
+    """The actor's and the critic's models of an algorithm whose config has ``model``,
+    ``critic_model`` (null: the same as ``model``) and ``hidden``
+    (:func:`popmarl_torch.models.resolve`; recurrent ones refused, naming the field)."""
+    critic = config.critic_model if config.critic_model is not None else config.model
+    obs = space.observation_space
+    return {"actor": feedforward(resolve(config.model, obs, hidden=config.hidden), algorithm, "model"),
+            "critic": feedforward(resolve(critic, obs, hidden=config.hidden), algorithm, "critic_model")}
+
 class ActorCriticAlgorithm(OnDevice, Algorithm):
     """An actor-critic oracle; subclasses say which Tianshou update they use.
 
@@ -202,13 +211,7 @@ class ActorCriticAlgorithm(OnDevice, Algorithm):
     tianshou_class: ClassVar[type[TianshouA2C]]
 
     def models(self, space: PolicySpace) -> dict[str, Model]:
-        """The actor's and the critic's models (:func:`popmarl_torch.models.resolve` of
-        ``model`` and ``critic_model``, which defaults to ``model``)."""
-        c = self.config
-        critic = c.critic_model if c.critic_model is not None else c.model
-        obs = space.observation_space
-        return {"actor": feedforward(resolve(c.model, obs, hidden=c.hidden), self.trainer_kind, "model"),
-                "critic": feedforward(resolve(critic, obs, hidden=c.hidden), self.trainer_kind, "critic_model")}
+        return actor_critic_models(self.config, space, self.trainer_kind)
 
     def describe(self, space: PolicySpace) -> str:
         c = self.config

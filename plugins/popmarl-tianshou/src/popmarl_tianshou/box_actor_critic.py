@@ -32,7 +32,7 @@ from popmarl.api import (TRAINER_FILE, Algorithm, Box, CheckpointError, Env, Epi
                          Space, Trainer, TrainerState, at_least_one, layer_widths, non_negative, npz_bytes, positive,
                          read_npz, read_trainer_json, trainer_json, unit_interval)
 from popmarl_torch.features import feature_dim
-from popmarl_torch.models import Model, ModelSpec, describe_networks, feedforward, model_field, network, resolve
+from popmarl_torch.models import Model, ModelSpec, describe_networks, model_field, network
 from popmarl_torch.nets import Net, split_obs
 from popmarl_torch.policies import TorchPolicy
 from popmarl_torch.seeding import SEED_MODULUS
@@ -40,6 +40,7 @@ from popmarl_torch.squashed import bounded_box, from_box, to_box
 from popmarl_torch.state import load_modules, modules_bytes, random_state_from_json, random_state_json, read_torch
 from popmarl_torch.state import torch_bytes
 
+from popmarl_tianshou.actor_critic import actor_critic_models
 from popmarl_tianshou.batching import append, numpy_random, numpy_random_state, replay_buffer, transitions
 from popmarl_tianshou.replay import ReplayRound
 from popmarl_tianshou.state import buffer_arrays, buffer_json, load_buffer, load_optimizer, optimizer_bytes
@@ -107,13 +108,8 @@ class BoxActorCritic(Algorithm):
     config: BoxActorCriticConfig
 
     def models(self, space: PolicySpace) -> dict[str, Model]:
-        """The actor's and the critics' models (:func:`popmarl_torch.models.resolve` of
-        ``model`` and ``critic_model``, which defaults to ``model``)."""
-        c = self.config
-        critic = c.critic_model if c.critic_model is not None else c.model
-        obs = space.observation_space
-        return {"actor": feedforward(resolve(c.model, obs, hidden=c.hidden), self.kind, "model"),
-                "critic": feedforward(resolve(critic, obs, hidden=c.hidden), self.kind, "critic_model")}
+        """The actor's and the critics' models (``critic_model`` defaults to ``model``)."""
+        return actor_critic_models(self.config, space, self.kind)
 
     def describe(self, space: PolicySpace) -> str:
         c = self.config
